@@ -1,0 +1,242 @@
+"""Candidate files: TOML, checked against a JSON Schema before anything starts.
+
+A candidate is one serve to qualify: model pin, engine, launch, bounded context and per-gate
+settings. ``load_candidates`` reads a folder; every problem names the file and the field.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import importlib.util
+import json
+import sys
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from .exceptions import CandidateError
+
+GATES = (
+    "preflight",
+    "nccl",
+    "model_list",
+    "deterministic",
+    "repetition",
+    "tool_calls",
+    "capacity",
+    "throughput",
+)
+
+# The brief's transport controls for TP>1 (PCIe, no NVLink, WSL2): P2P off with shared-memory
+# fallback, NCCL cuMem off (CUDA error 999 under WSL2), logs on for the nccl gate.
+TP2_ENV_DEFAULTS: dict[str, str] = {
+    "NCCL_P2P_DISABLE": "1",
+    "NCCL_CUMEM_ENABLE": "0",
+    "NCCL_CUMEM_HOST_ENABLE": "0",
+    "NCCL_DEBUG": "INFO",
+}
+
+# Settings a gate gets when the candidate says nothing; the candidate's table is merged on top.
+GATE_DEFAULTS: dict[str, dict[str, Any]] = {
+    "deterministic": {"repeats": 3, "seed": 1234, "max_tokens": 48, "prompts": []},
+    "repetition": {"max_tokens": 512, "prompts": [], "thresholds": {}},
+    "tool_calls": {"modes": ["auto", "required", "named", "auto-stream"], "max_tokens": 128},
+    "capacity": {"fill": 0.9, "over_by": 1.25, "stream_over_bound": False},
+    "throughput": {"samples": 5, "warmup": 1, "prompt_words": 96, "max_tokens": 128, "floors": {}},
+    "nccl": {"probe_timeout_s": 120.0},
+}
+
+
+@cache
+def _validator() -> jsonschema.Draft202012Validator:
+    schema = json.loads((Path(__file__).with_name("candidate.schema.json")).read_text())
+    return jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker())
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One validated candidate file. ``spec`` is the parsed TOML, untouched."""
+
+    path: Path
+    spec: dict[str, Any] = field(repr=False)
+
+    @property
+    def name(self) -> str:
+        return self.spec["name"]
+
+    @property
+    def model(self) -> dict[str, Any]:
+        return self.spec["model"]
+
+    @property
+    def engine(self) -> str:
+        return self.spec["engine"]["kind"]
+
+    @property
+    def launch(self) -> dict[str, Any]:
+        return self.spec["launch"]
+
+    @property
+    def launcher_kind(self) -> str:
+        return self.launch["kind"]
+
+    @property
+    def tp(self) -> int:
+        return self.spec["serve"]["tensor_parallel_size"]
+
+    @property
+    def max_model_len(self) -> int:
+        return self.spec["serve"]["max_model_len"]
+
+    @property
+    def served_name(self) -> str:
+        return self.model["served_name"]
+
+    @property
+    def gpus(self) -> dict[str, Any]:
+        return self.spec.get("gpus", {"count": 0})
+
+    @property
+    def readiness_timeout_s(self) -> float:
+        return float(self.launch.get("readiness_timeout_s", 600))
+
+    def gate(self, name: str) -> dict[str, Any]:
+        """The gate's settings: defaults with the candidate's own table merged on top."""
+        merged = copy.deepcopy(GATE_DEFAULTS.get(name, {}))
+        merged.update(copy.deepcopy(self.spec.get("gates", {}).get(name, {})))
+        return merged
+
+    def not_applicable(self, gate: str) -> str | None:
+        """Why a gate does not apply to this candidate, or None when it does."""
+        if gate == "nccl" and self.tp == 1:
+            return "tensor_parallel_size = 1: no NCCL communicator is formed"
+        return self.spec.get("gates", {}).get("not_applicable", {}).get(gate)
+
+    def env(self) -> dict[str, str]:
+        """Launch environment: campaign transport defaults for TP>1, then the candidate's own."""
+        env: dict[str, str] = dict(TP2_ENV_DEFAULTS) if self.tp > 1 else {}
+        env.update(self.launch.get("env", {}))
+        for key, override in self.launch.get("env_overrides", {}).items():
+            if override["value"] is None:
+                env.pop(key, None)
+            else:
+                env[key] = override["value"]
+        return env
+
+    def model_file(self) -> Path | None:
+        """The local weights file, resolved (``pkg:<module>/<file>`` looks inside a package)."""
+        ref = self.model.get("file")
+        if ref is None:
+            return None
+        if ref.startswith("pkg:"):
+            module, _, rel = ref[4:].partition("/")
+            spec = importlib.util.find_spec(module)
+            if spec is None or not spec.submodule_search_locations:
+                raise CandidateError(
+                    f"model.file: package {module!r} is not installed (pip install -e '.[local]')",
+                    candidate=self.name,
+                )
+            return Path(next(iter(spec.submodule_search_locations))) / rel
+        path = Path(ref).expanduser()
+        return path if path.is_absolute() else (self.path.parent / path).resolve()
+
+    def placeholders(self, *, port: int, host: str = "127.0.0.1") -> dict[str, str]:
+        model_file = self.model_file()
+        return {
+            "python": sys.executable,
+            "host": host,
+            "port": str(port),
+            "model_file": str(model_file) if model_file else "",
+            "model_repo": self.model["repo"],
+            "revision": self.model["revision"],
+            "served_name": self.served_name,
+            "max_model_len": str(self.max_model_len),
+            "tp": str(self.tp),
+            "chat_format": self.spec["engine"].get("chat_format", ""),
+        }
+
+    def argv(self, *, port: int, host: str = "127.0.0.1") -> list[str]:
+        values = self.placeholders(port=port, host=host)
+        return [part.format_map(values) for part in self.launch["command"]]
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _format_error(path: Path, error: jsonschema.ValidationError) -> str:
+    where = ".".join(str(p) for p in error.absolute_path) or "(top level)"
+    return f"{path}: {where}: {error.message}"
+
+
+def _semantic_problems(spec: Mapping[str, Any]) -> list[str]:
+    """Rules a schema cannot say well: the brief's baseline controls for TP>1."""
+    problems: list[str] = []
+    launch = spec.get("launch", {})
+    overridden = launch.get("env_overrides", {})
+    alloc = launch.get("env", {}).get("PYTORCH_CUDA_ALLOC_CONF", "")
+    if "expandable_segments:true" in alloc.replace(" ", "").lower() and (
+        "PYTORCH_CUDA_ALLOC_CONF" not in overridden
+    ):
+        problems.append(
+            "launch.env.PYTORCH_CUDA_ALLOC_CONF: expandable_segments breaks the first worker "
+            "allocation under WSL2; use the native allocator or add launch.env_overrides with a reason"
+        )
+    if spec.get("serve", {}).get("tensor_parallel_size", 1) > 1:
+        for key, default in TP2_ENV_DEFAULTS.items():
+            given = launch.get("env", {}).get(key)
+            if given is not None and given != default and key not in overridden:
+                problems.append(
+                    f"launch.env.{key}: {given!r} differs from the TP2 default {default!r}; "
+                    "move it to launch.env_overrides with a written reason"
+                )
+    return problems
+
+
+def load_candidate(path: Path) -> Candidate:
+    """Parse and validate one file; raise CandidateError naming file, field and problem."""
+    try:
+        spec = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CandidateError(f"{path}: cannot read: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise CandidateError(f"{path}: not valid TOML: {exc}") from None
+    errors = sorted(_validator().iter_errors(spec), key=lambda e: list(e.absolute_path))
+    lines = [_format_error(path, e) for e in errors] + [
+        f"{path}: {p}" for p in _semantic_problems(spec)
+    ]
+    if lines:
+        raise CandidateError("invalid candidate file\n  " + "\n  ".join(lines))
+    if path.stem != spec["name"]:
+        raise CandidateError(f"{path}: name: {spec['name']!r} must match the file name {path.stem!r}")
+    return Candidate(path=path, spec=spec)
+
+
+def load_candidates(folders: Iterable[Path]) -> list[Candidate]:
+    """Every ``*.toml`` in the folders, validated; all problems reported together."""
+    found: list[Candidate] = []
+    problems: list[str] = []
+    for folder in folders:
+        if not folder.is_dir():
+            problems.append(f"{folder}: candidate folder does not exist")
+            continue
+        for path in sorted(folder.glob("*.toml")):
+            try:
+                found.append(load_candidate(path))
+            except CandidateError as exc:
+                problems.append(str(exc))
+    names = [c.name for c in found]
+    problems += [f"candidate name {n!r} is defined twice" for n in sorted({n for n in names if names.count(n) > 1})]
+    if problems:
+        raise CandidateError("\n".join(problems))
+    return found

@@ -1,0 +1,50 @@
+"""Every error the suite raises on purpose, as one small tree.
+
+    QualError
+    ├── CandidateError        a candidate file is malformed or names something that does not exist
+    ├── PinMismatch           the model file or image on disk is not the pinned one
+    └── ServerError           a server did not come up or stopped serving
+        ├── StartupExited     the process/container exited during start-up
+        ├── StartupTimeout    not ready before the readiness deadline
+        └── ServerDied        it was ready, then died mid-run
+
+Each carries the candidate's name and, where there is one, the log path, so a message always says
+what and where.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class QualError(Exception):
+    def __init__(self, message: str, *, candidate: str = "", log_path: Path | None = None):
+        self.candidate = candidate
+        self.log_path = log_path
+        prefix = f"[{candidate}] " if candidate else ""
+        suffix = f"\n(log: {log_path})" if log_path else ""
+        super().__init__(f"{prefix}{message}{suffix}")
+
+
+class CandidateError(QualError):
+    """A candidate file failed its schema or a reference inside it does not resolve."""
+
+
+class PinMismatch(QualError):
+    """What is on disk is not what the candidate pins (model sha256, image digest)."""
+
+
+class ServerError(QualError):
+    """The server is not serving."""
+
+
+class StartupExited(ServerError):
+    pass
+
+
+class StartupTimeout(ServerError):
+    pass
+
+
+class ServerDied(ServerError):
+    pass

@@ -1,0 +1,119 @@
+"""Identity facts: which model bytes and which engine build a finding is about.
+
+``model_identity`` checks the pins *before* anything starts (a wrong file or revision is one
+clear error); ``engine_identity`` asks the running server what it is.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import platform
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from .candidate import Candidate, file_sha256
+from .exceptions import PinMismatch
+
+_hash_cache: dict[tuple[str, float, int], str] = {}
+
+
+def _cached_sha256(path: Path) -> str:
+    stat = path.stat()
+    key = (str(path), stat.st_mtime, stat.st_size)
+    if key not in _hash_cache:
+        _hash_cache[key] = file_sha256(path)
+    return _hash_cache[key]
+
+
+def model_identity(candidate: Candidate) -> dict[str, Any]:
+    """Resolve the model the candidate pins and prove it is the pinned one."""
+    model = candidate.model
+    pinned = model["revision"]
+    facts: dict[str, Any] = {"repo": model["repo"], "requested_revision": pinned,
+                             "served_name": candidate.served_name,
+                             "quantization": model.get("quantization")}
+    path = candidate.model_file()
+    if path is not None:
+        if not path.is_file():
+            raise PinMismatch(f"model.file: {path} does not exist", candidate=candidate.name)
+        digest = _cached_sha256(path)
+        facts.update(file=str(path), file_sha256=digest, file_bytes=path.stat().st_size,
+                     resolved_revision=f"gguf-sha256:{digest}")
+        if pinned.startswith("gguf-sha256:") and pinned != facts["resolved_revision"]:
+            raise PinMismatch(
+                f"model.revision pins {pinned} but {path} has sha256 {digest}",
+                candidate=candidate.name,
+            )
+        return facts
+    return facts | hf_snapshot(candidate)
+
+
+def hf_snapshot(candidate: Candidate) -> dict[str, Any]:
+    """The Hugging Face cache snapshot the engine will load, when the cache is local."""
+    cache = candidate.model.get("hf_cache") or os.environ.get("HF_HUB_CACHE", "")
+    if not cache:
+        return {"resolved_revision": None, "note": "no local Hugging Face cache named"}
+    repo_dir = Path(cache).expanduser() / ("models--" + candidate.model["repo"].replace("/", "--"))
+    snapshot = repo_dir / "snapshots" / candidate.model["revision"]
+    if not snapshot.is_dir():
+        raise PinMismatch(
+            f"model.revision {candidate.model['revision']} is not in the cache at {repo_dir}",
+            candidate=candidate.name,
+        )
+    index = next(iter(sorted(snapshot.glob("*.safetensors.index.json"))), None)
+    weights = sorted(snapshot.glob("*.safetensors"))
+    return {
+        "resolved_revision": snapshot.name,
+        "snapshot": str(snapshot),
+        "index_sha256": _cached_sha256(index.resolve()) if index else None,
+        "weight_files": len(weights),
+        "weight_bytes": sum(w.resolve().stat().st_size for w in weights),
+    }
+
+
+def engine_identity(candidate: Candidate, base_url: str) -> dict[str, Any]:
+    """Ask the engine what it is; fall back to the installed package for llama.cpp."""
+    facts: dict[str, Any] = {"kind": candidate.engine,
+                             "chat_format": candidate.spec["engine"].get("chat_format")}
+    probes = {"vllm": "/version", "sglang": "/get_server_info", "llama.cpp": None}
+    path = probes.get(candidate.engine)
+    if path:
+        try:
+            body = httpx.get(base_url + path, timeout=5, trust_env=False).json()
+            facts["version"] = body.get("version")
+            facts["server_info"] = body
+        except (httpx.HTTPError, ValueError) as exc:
+            facts["version_error"] = repr(exc)
+    elif candidate.launcher_kind == "process":
+        facts["version"] = _package_version("llama-cpp-python")
+    return facts
+
+
+def _package_version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def host_identity() -> dict[str, Any]:
+    release = platform.release()
+    proc_version = Path("/proc/version").read_text() if Path("/proc/version").exists() else ""
+    packages = ["pytest", "openai", "httpx", "jsonschema", "docker", "nvidia-ml-py",
+                "llama-cpp-python", "tp2qual"]
+    return {
+        "os": platform.platform(),
+        "kernel": release,
+        "wsl2": "microsoft" in proc_version.lower() or Path("/dev/dxg").exists(),
+        "python": sys.version.split()[0],
+        "packages": {p: _package_version(p) for p in packages},
+    }
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(obj, indent=2, sort_keys=True, default=str)

@@ -1,0 +1,117 @@
+"""Candidates plugin: load and validate candidate files, parametrize gates by candidate.
+
+Each candidate is one session-scoped parameter whose id is its name, so ``-k inkling`` selects
+one candidate and pytest groups each candidate's gates together (one server start each).
+A candidate this machine cannot run is skipped with the reason, decided at collection.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from .candidate import Candidate, load_candidates
+from .exceptions import CandidateError
+from .runstate import RunState
+
+run_key = pytest.StashKey[RunState]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("tp2qual", "serving-candidate qualification")
+    group.addoption("--candidates", action="append", default=[], metavar="DIR",
+                    help="add a folder of candidate TOML files (repeatable)")
+    group.addoption("--results", default=None, metavar="DIR",
+                    help="where runs are written (default: ini results_dir)")
+    group.addoption("--plan", action="store_true",
+                    help="print each selected candidate's exact launch and start nothing")
+    parser.addini("candidate_dirs", type="paths", default=[],
+                  help="candidate folders read on every run")
+    parser.addini("results_dir", default="results", help="where runs are written")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    folders = list(config.getini("candidate_dirs"))
+    folders += [Path(p).resolve() for p in config.getoption("candidates")]
+    try:
+        candidates = load_candidates(folders)
+    except CandidateError as exc:
+        raise pytest.UsageError(f"candidate files rejected, nothing was started:\n{exc}") from None
+    results = Path(config.getoption("results") or config.getini("results_dir"))
+    if not results.is_absolute():
+        results = config.rootpath / results
+    config.stash[run_key] = RunState(results, order_by_lane(candidates))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    config.stash.__delitem__(run_key) if run_key in config.stash else None
+
+
+def order_by_lane(candidates: list[Candidate]) -> list[Candidate]:
+    """Baselines before the optional lanes that wait for them; otherwise by name."""
+    by_name = sorted(candidates, key=lambda c: c.name)
+    baselines = [c for c in by_name if not c.spec.get("lane", {}).get("after")]
+    return baselines + [c for c in by_name if c not in baselines]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "candidate" not in metafunc.fixturenames:
+        return
+    state = metafunc.config.stash[run_key]
+    params = [
+        pytest.param(c, id=c.name, marks=_skip_marks(c)) for c in state.candidates
+    ]
+    metafunc.parametrize("candidate", params, scope="session")
+
+
+def _skip_marks(candidate: Candidate) -> list[pytest.MarkDecorator]:
+    reason = why_not_runnable(candidate)
+    return [pytest.mark.skip(reason=f"cannot run here: {reason}")] if reason else []
+
+
+def why_not_runnable(candidate: Candidate) -> str | None:
+    """Why this machine cannot run the candidate at all, or None."""
+    needed = candidate.gpus.get("count", 0)
+    if needed and (have := gpu_count()) < needed:
+        return f"needs {needed} NVIDIA GPU(s), this machine has {have}"
+    if candidate.launcher_kind == "docker":
+        return docker_unavailable()
+    if candidate.engine == "llama.cpp" and importlib.util.find_spec("llama_cpp") is None:
+        return "llama-cpp-python is not installed (pip install -e '.[local]')"
+    try:
+        model_file = candidate.model_file()
+    except CandidateError as exc:
+        return str(exc)
+    if model_file is not None and not model_file.is_file():
+        return f"model file {model_file} does not exist"
+    return None
+
+
+@cache
+def gpu_count() -> int:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            return int(pynvml.nvmlDeviceGetCount())
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # no driver, no library: no GPUs here
+        return 0
+
+
+@cache
+def docker_unavailable() -> str | None:
+    try:
+        import docker
+
+        client = docker.from_env(timeout=5)
+        client.ping()
+        client.close()
+    except Exception as exc:
+        return f"needs a running Docker engine ({type(exc).__name__})"
+    return None

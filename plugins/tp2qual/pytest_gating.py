@@ -1,0 +1,143 @@
+"""Gating plugin: gates run in order and fail closed.
+
+Decide, then act: ``verdict_for`` looks at the candidate's record and returns why a gate must
+not run (not applicable, blocked by an earlier gate, optional lane without its baseline) or
+None; the setup hook acts on it with a skip — never xfail, which would read as expected. The
+report wrapper writes each test's outcome into the record, so the next gate can see it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Generator
+from pathlib import Path
+
+import pytest
+
+from .candidate import GATES, Candidate
+from .exceptions import ServerError
+from .pytest_candidates import run_key
+from .record import BLOCKED, FAILED, NOT_APPLICABLE, PASSED, CandidateRecord
+from .runstate import RunState
+
+started_key = pytest.StashKey[float]()
+
+
+def gate_of(item: pytest.Item) -> str | None:
+    for mark in item.iter_markers():
+        if mark.name in GATES:
+            return mark.name
+    return None
+
+
+def candidate_of(item: pytest.Item) -> Candidate | None:
+    callspec = getattr(item, "callspec", None)
+    return callspec.params.get("candidate") if callspec else None
+
+
+def verdict_for(state: RunState, record: CandidateRecord, gate: str) -> str | None:
+    """Why this gate must be skipped for this candidate, or None to run it."""
+    reason = record.candidate.not_applicable(gate)
+    if reason:
+        return f"not applicable: {reason}"
+    if record.server_down:
+        return f"blocked by {record.server_down}"
+    for earlier in GATES[: GATES.index(gate)]:
+        if record.gates[earlier].outcome in (FAILED, BLOCKED):
+            first = record.first_failure()
+            return f"blocked by {first[0] if first else earlier}"
+    after = record.candidate.spec.get("lane", {}).get("after")
+    if after and not baseline_passed(state, after):
+        return f"optional lane: baseline {after!r} has no PASS in this run or in {state.results_root}"
+    return None
+
+
+def baseline_passed(state: RunState, name: str) -> bool:
+    record = state.records.get(name)
+    if record is not None and record.verdict() == "PASS":
+        return True
+    for finding in sorted(state.results_root.glob(f"*/{name}/finding.json")):
+        try:
+            if json.loads(finding.read_text()).get("verdict") == "PASS":
+                return True
+        except (OSError, ValueError):
+            continue
+    return False
+
+
+def _context(item: pytest.Item) -> tuple[RunState, CandidateRecord, str] | None:
+    candidate, gate = candidate_of(item), gate_of(item)
+    if candidate is None or gate is None:
+        return None
+    state = item.config.stash[run_key]
+    return state, state.record(candidate), gate
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Runs before any fixture is set up, so a blocked gate never starts a server."""
+    if item.get_closest_marker("skip"):
+        return  # cannot run here at all: pytest's own skip says why
+    context = _context(item)
+    if context is None:
+        return
+    state, record, gate = context
+    item.stash[started_key] = time.monotonic()
+    why = verdict_for(state, record, gate)
+    if why is None:
+        return
+    result = record.gates[gate]
+    result.outcome = NOT_APPLICABLE if why.startswith("not applicable") else BLOCKED
+    result.reason = why
+    record.save()
+    pytest.skip(why)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    context = _context(item)
+    if context is not None and not report.skipped:
+        _note(item, report, *context)
+        if report.failed and call.excinfo is not None and call.excinfo.errisinstance(ServerError):
+            _, record, gate = context
+            kind = "start-up failed" if report.when == "setup" else "server died"
+            record.server_down = f"{gate} ({kind})"
+            record.save()
+    return report
+
+
+def _note(item: pytest.Item, report: pytest.TestReport, state: RunState,
+          record: CandidateRecord, gate: str) -> None:
+    result = record.gates[gate]
+    test = item.originalname if isinstance(item, pytest.Function) else item.name
+    if report.failed:
+        result.tests[test] = "failed"
+        if result.outcome != FAILED:
+            result.outcome = FAILED
+            result.reason = _one_line_cause(report)
+            result.excerpt = _excerpt(record)
+    elif report.when == "call":
+        result.tests[test] = "passed"
+        if result.outcome != FAILED:
+            result.outcome = PASSED
+    if report.when in ("call", "teardown") or report.failed:
+        result.seconds = time.monotonic() - item.stash.get(started_key, time.monotonic())
+    record.save()
+
+
+def _one_line_cause(report: pytest.TestReport) -> str:
+    crash = getattr(report.longrepr, "reprcrash", None)
+    text = crash.message if crash is not None else str(report.longrepr)
+    phase = "" if report.when == "call" else f"{report.when}: "
+    return phase + text.strip().splitlines()[0][:500] if text.strip() else phase + "failed"
+
+
+def _excerpt(record: CandidateRecord, n: int = 20) -> list[str]:
+    log = Path(record.evidence.root / "server.log")
+    if not log.is_file():
+        return []
+    return log.read_text(errors="replace").splitlines()[-n:]

@@ -1,0 +1,156 @@
+"""Server plugin: one server per candidate, started once, always torn down.
+
+The ``server`` fixture is session-scoped and keyed by the candidate parameter, so pytest starts
+it at the candidate's first gate that needs it and stops it before the next candidate's server
+starts. Pins are checked before the start; a start-up failure is raised once with its cause and
+log tail (later gates are then blocked by the gating plugin, not re-raised N times).
+"""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from .candidate import Candidate
+from .claims import Claim, derive
+from .identity import engine_identity, host_identity, model_identity
+from .launch import Launcher, ProcessLauncher
+from .pytest_candidates import run_key
+from .pytest_gating import gate_of
+from .readiness import wait_ready
+from .record import CandidateRecord
+from .server import Api, Server
+
+PROGRESS_EVERY_S = 2.0
+
+
+def make_launcher(candidate: Candidate, record: CandidateRecord) -> Launcher:
+    log_path = record.evidence.path("server.log")
+    redactor = record.evidence.redactor
+    if candidate.launcher_kind == "docker":
+        from .docker_launcher import DockerLauncher
+
+        return DockerLauncher(candidate, log_path, redactor, run_id=record.run_id)
+    return ProcessLauncher(candidate, log_path, redactor)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> bool | None:
+    """``--plan``: print each selected candidate's launch, start nothing."""
+    if not session.config.getoption("plan"):
+        return None
+    state = session.config.stash[run_key]
+    chosen = {c.name for item in session.items if (c := _param(item)) is not None}
+    writer = session.config.get_terminal_writer()
+    for candidate in state.candidates:
+        if candidate.name in chosen:
+            writer.line(f"# {candidate.name}  ({candidate.launcher_kind}, TP{candidate.tp})")
+            writer.line(plan_for(candidate, state.run_id))
+            writer.line()
+    return True
+
+
+def plan_for(candidate: Candidate, run_id: str) -> str:
+    from pathlib import Path
+    from tempfile import gettempdir
+
+    from .redact import Redactor
+
+    log = Path(gettempdir()) / "tp2qual-plan.log"
+    redactor = Redactor(candidate.env())
+    if candidate.launcher_kind == "docker":
+        from .docker_launcher import DockerLauncher
+
+        return DockerLauncher(candidate, log, redactor, run_id=run_id).plan()
+    return ProcessLauncher(candidate, log, redactor).plan()
+
+
+def _param(item: pytest.Item) -> Candidate | None:
+    callspec = getattr(item, "callspec", None)
+    return callspec.params.get("candidate") if callspec else None
+
+
+@pytest.fixture(scope="session")
+def record(candidate: Candidate, request: pytest.FixtureRequest) -> CandidateRecord:
+    """The candidate's evidence record (folder created on first use)."""
+    state = request.config.stash[run_key]
+    rec = state.record(candidate)
+    if not rec.identity:
+        rec.identity["host"] = host_identity()
+        rec.evidence.write_json("identity/host.json", rec.identity["host"])
+        rec.save()
+    return rec
+
+
+@pytest.fixture(scope="session")
+def server(candidate: Candidate, record: CandidateRecord,
+           request: pytest.FixtureRequest) -> Iterator[Server]:
+    state = request.config.stash[run_key]
+    model = model_identity(candidate)  # raises PinMismatch before anything starts
+    record.identity["model"] = model
+    record.evidence.write_json("identity/model.json", model)
+    launcher = make_launcher(candidate, record)
+    record.evidence.write_json("launch.json", launcher.identity() | {"plan": launcher.plan()})
+    state.launches.append(candidate.name)
+    handle: Server | None = None
+    try:
+        launcher.start()
+        record.identity["launch"] = launcher.identity()
+        readiness = wait_ready(launcher, served_name=candidate.served_name,
+                               timeout_s=candidate.readiness_timeout_s,
+                               progress=_progress_printer(request.config, candidate))
+        record.evidence.write_json("readiness.json", readiness.as_dict())
+        record.identity["engine"] = engine_identity(candidate, launcher.base_url)
+        record.identity["launch"] = launcher.identity()
+        record.evidence.write_json("identity/engine.json", record.identity["engine"])
+        record.save()
+        handle = Server(candidate, launcher, record.evidence)
+        yield handle
+    finally:
+        if handle is not None:
+            handle.close()
+        stopped = launcher.stop()
+        record.evidence.write_json("teardown.json", vars(stopped))
+        record.save()
+
+
+def _progress_printer(config: pytest.Config, candidate: Candidate) -> Callable[[float, str], None]:
+    """Show elapsed seconds and the last log line while waiting, even under output capture."""
+    last = [0.0]
+    capture = config.pluginmanager.getplugin("capturemanager")
+    writer = config.get_terminal_writer()
+
+    def show(elapsed: float, line: str) -> None:
+        if elapsed - last[0] < PROGRESS_EVERY_S:
+            return
+        last[0] = elapsed
+        with capture.global_and_fixture_disabled() if capture else nullcontext():
+            writer.line(f"  [{candidate.name}] starting {elapsed:5.1f}s | {line[:110]}")
+
+    return show
+
+
+@pytest.fixture
+def api(server: Server, request: pytest.FixtureRequest) -> Api:
+    """Recorded HTTP calls into this gate's artifact ``<gate>.jsonl``."""
+    return server.api(f"{gate_of(request.node) or request.node.name}.jsonl")
+
+
+@pytest.fixture
+def claim(record: CandidateRecord, request: pytest.FixtureRequest) -> Callable[..., Any]:
+    """Record a claim whose value is *derived from its artifact on disk* (see claims.py)."""
+    gate = gate_of(request.node)
+
+    def make(name: str, artifact: str, **spec: Any) -> Any:
+        value = derive(record.evidence.root / artifact, spec)
+        result = record.gates[gate] if gate else None
+        if result is not None:
+            result.claims = [c for c in result.claims if c.name != name]
+            result.claims.append(Claim(name, value, artifact, spec))
+            record.save()
+        return value
+
+    return make

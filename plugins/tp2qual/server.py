@@ -1,0 +1,174 @@
+"""The server handle gates talk to, and the recorded HTTP exchanges they make.
+
+Every request has an explicit timeout and is never retried (a retry would hide the very fault a
+gate looks for). Every exchange — request, status, raw response or stream chunks with arrival
+times — is appended to the gate's JSONL artifact before the gate looks at it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from .candidate import Candidate
+from .evidence import Evidence
+from .exceptions import ServerDied
+from .launch import Launcher
+
+DEFAULT_TIMEOUT_S = 120.0
+
+
+class Server:
+    """A ready server: base URL, clients, liveness, evidence folder."""
+
+    def __init__(self, candidate: Candidate, launcher: Launcher, evidence: Evidence):
+        self.candidate = candidate
+        self.launcher = launcher
+        self.evidence = evidence
+        self.base_url = launcher.base_url
+        self._http = httpx.Client(base_url=self.base_url, trust_env=False,
+                                  timeout=DEFAULT_TIMEOUT_S)
+
+    def check_alive(self) -> None:
+        """Raise ServerDied (with the log tail) when the process/container is gone."""
+        __tracebackhide__ = True
+        exited = self.launcher.poll()
+        if exited is not None:
+            tail = "\n".join("    " + line for line in self.launcher.log.tail(20))
+            raise ServerDied(
+                f"server died mid-run ({exited.describe()})\n  last log lines:\n{tail}",
+                candidate=self.candidate.name, log_path=self.launcher.log.path,
+            )
+
+    def api(self, artifact: str) -> Api:
+        return Api(self, artifact)
+
+    def openai(self, timeout: float = DEFAULT_TIMEOUT_S) -> Any:
+        """An OpenAI client for custom gates: no silent retries, explicit timeout."""
+        import openai
+
+        return openai.OpenAI(base_url=f"{self.base_url}/v1", api_key="qualification",
+                             max_retries=0, timeout=timeout)
+
+    def close(self) -> None:
+        self._http.close()
+
+
+@dataclass
+class Exchange:
+    tag: str
+    status: int
+    body: Any
+    elapsed_s: float
+
+    @property
+    def message(self) -> dict[str, Any]:
+        return self.body["choices"][0]["message"]
+
+    @property
+    def finish_reason(self) -> str | None:
+        return self.body["choices"][0].get("finish_reason")
+
+
+@dataclass
+class Stream:
+    """A streamed completion: chunks with their arrival offsets (seconds after send)."""
+
+    tag: str
+    status: int
+    chunks: list[dict[str, Any]] = field(default_factory=list)
+    times: list[float] = field(default_factory=list)
+    error_body: Any = None
+    e2e_s: float = 0.0
+
+    def text(self) -> str:
+        return "".join(
+            (c.get("choices") or [{}])[0].get("delta", {}).get("content") or "" for c in self.chunks
+        )
+
+    def usage(self) -> dict[str, Any] | None:
+        return next((c["usage"] for c in reversed(self.chunks) if c.get("usage")), None)
+
+
+def _parse(response: httpx.Response) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        return response.text
+
+
+class Api:
+    """Recorded calls into one gate artifact."""
+
+    def __init__(self, server: Server, artifact: str):
+        self.server = server
+        self.artifact = artifact
+
+    def _record(self, tag: str, method: str, path: str, body: Any, **result: Any) -> None:
+        self.server.evidence.append_jsonl(self.artifact, {
+            "tag": tag, "at": time.time(),
+            "request": {"method": method, "path": path, "body": body}, **result,
+        })
+
+    def _transport_failed(self, exc: httpx.TransportError) -> None:
+        __tracebackhide__ = True
+        self.server.check_alive()
+        raise exc
+
+    def request(self, tag: str, method: str, path: str, body: Any = None,
+                timeout: float = DEFAULT_TIMEOUT_S) -> Exchange:
+        began = time.perf_counter()
+        try:
+            response = self.server._http.request(method, path, json=body, timeout=timeout)
+        except httpx.TransportError as exc:
+            self._record(tag, method, path, body, error=repr(exc))
+            self._transport_failed(exc)
+            raise
+        elapsed = round(time.perf_counter() - began, 6)
+        parsed = _parse(response)
+        self._record(tag, method, path, body, status=response.status_code, response=parsed,
+                     elapsed_s=elapsed)
+        return Exchange(tag, response.status_code, parsed, elapsed)
+
+    def chat(self, tag: str, body: dict[str, Any], timeout: float = DEFAULT_TIMEOUT_S) -> Exchange:
+        return self.request(tag, "POST", "/v1/chat/completions", body, timeout)
+
+    def stream_chat(self, tag: str, body: dict[str, Any],
+                    timeout: float = DEFAULT_TIMEOUT_S) -> Stream:
+        body = {**body, "stream": True}
+        began = time.perf_counter()
+        try:
+            result = self._stream(tag, body, began, timeout)
+        except httpx.TransportError as exc:
+            self._record(tag, "POST", "/v1/chat/completions", body, error=repr(exc))
+            self._transport_failed(exc)
+            raise
+        result.e2e_s = round(time.perf_counter() - began, 6)
+        self._record(tag, "POST", "/v1/chat/completions", body, status=result.status,
+                     chunks=[{"t": t, "data": c} for t, c in zip(result.times, result.chunks,
+                                                                 strict=True)],
+                     error_body=result.error_body, e2e_s=result.e2e_s)
+        return result
+
+    def _stream(self, tag: str, body: dict[str, Any], began: float, timeout: float) -> Stream:
+        with self.server._http.stream("POST", "/v1/chat/completions", json=body,
+                                      timeout=timeout) as response:
+            result = Stream(tag, response.status_code)
+            if response.status_code != 200:
+                response.read()
+                result.error_body = _parse(response)
+                return result
+            for line in response.iter_lines():
+                now = time.perf_counter()
+                if not line.startswith("data:"):
+                    continue
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    break
+                result.chunks.append(json.loads(data))
+                result.times.append(round(now - began, 6))
+        return result

@@ -1,0 +1,34 @@
+"""Gate 02 — model list.
+
+Pass means: ``GET /v1/models`` lists exactly the served name (no alias, no path, nothing else),
+and where the engine reports a context length (vLLM's ``max_model_len``), it equals the bounded
+context of the candidate. The raw response is the artifact.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.model_list
+
+
+def test_lists_exactly_the_served_name(api, candidate, claim):
+    listing = api.request("models", "GET", "/v1/models", timeout=10)
+    assert listing.status == 200, f"/v1/models answered HTTP {listing.status}: {listing.body}"
+    ids = [card.get("id") for card in listing.body.get("data", [])]
+    assert ids == [candidate.served_name], (
+        f"/v1/models lists {ids}; expected exactly [{candidate.served_name!r}]"
+    )
+    claim("served_model", "model_list.jsonl", op="field", path="response.data.0.id")
+
+
+def test_reported_context_is_the_bound(api, candidate, claim):
+    listing = api.request("models-context", "GET", "/v1/models", timeout=10)
+    card = listing.body["data"][0]
+    if "max_model_len" not in card:
+        pytest.skip(f"{candidate.engine} does not report max_model_len in /v1/models")
+    assert card["max_model_len"] == candidate.max_model_len, (
+        f"engine serves max_model_len={card['max_model_len']}, candidate bounds it at "
+        f"{candidate.max_model_len}"
+    )
+    claim("max_model_len", "model_list.jsonl", op="field", path="response.data.0.max_model_len")

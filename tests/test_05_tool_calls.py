@@ -1,0 +1,115 @@
+"""Gate 05 — structured tool calls.
+
+Pass means, for every tool_choice mode the candidate requires (``auto``, ``required``, a
+``named`` tool; each streamed or not): exactly the expected call, arguments that parse as JSON
+and validate against the tool's JSON Schema with no undeclared parameters, the expected argument
+values, ``finish_reason == "tool_calls"``; a streamed call reassembles to the non-streamed one
+with its name sent once; and a follow-up turn carrying the tool result gets an answer that uses
+it. Modes the candidate does not require are skipped with its written reason.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tp2qual.checks.toolcalls import (
+    check_call,
+    check_stream_matches,
+    check_uses_result,
+    reassemble_stream,
+)
+
+pytestmark = pytest.mark.tool_calls
+
+MODES = ["auto", "required", "named", "auto-stream", "required-stream", "named-stream"]
+
+
+def _choice(mode: str, tool_name: str) -> object:
+    base = mode.removesuffix("-stream")
+    return {"type": "function", "function": {"name": tool_name}} if base == "named" else base
+
+
+def _messages(settings: dict) -> list[dict]:
+    system = [{"role": "system", "content": settings["system"]}] if "system" in settings else []
+    return [*system, {"role": "user", "content": settings["prompt"]}]
+
+
+def _body(candidate, settings: dict, mode: str) -> dict:
+    return {
+        "model": candidate.served_name,
+        "messages": _messages(settings),
+        "tools": [{"type": "function", "function": settings["tool"]}],
+        "tool_choice": _choice(mode, settings["tool"]["name"]),
+        "temperature": 0,
+        "max_tokens": settings["max_tokens"],
+    }
+
+
+def _expected_values(calls: list[dict], expect: dict) -> list[str]:
+    arguments = json.loads(calls[0]["function"]["arguments"])
+    return [
+        f"argument {key}={arguments.get(key)!r} does not contain {fragment!r}"
+        for key, fragment in expect.items()
+        if fragment.casefold() not in str(arguments.get(key, "")).casefold()
+    ]
+
+
+def _require(candidate, mode: str) -> dict:
+    settings = candidate.gate("tool_calls")
+    if mode not in settings["modes"]:
+        pytest.skip(f"mode {mode} not required for {candidate.name}: {settings.get('why', '')}")
+    return settings
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_tool_call(mode, api, candidate, record):
+    settings = _require(candidate, mode)
+    tool = settings["tool"]
+    if mode.endswith("-stream"):
+        stream = api.stream_chat(mode, _body(candidate, settings, mode))
+        assert stream.status == 200, f"{mode}: HTTP {stream.status}: {stream.error_body}"
+        got = reassemble_stream(stream.chunks)
+        calls, finish = got["tool_calls"], got["finish_reason"]
+    else:
+        reply = api.chat(mode, _body(candidate, settings, mode))
+        assert reply.status == 200, f"{mode}: HTTP {reply.status}: {reply.body}"
+        calls, finish = reply.message.get("tool_calls"), reply.finish_reason
+    verdict = check_call(calls, finish, tool["name"], tool["parameters"])
+    problems = [verdict.reason] if not verdict.ok else _expected_values(
+        calls, settings["arguments_expect"])
+    if verdict.ok and mode.endswith("-stream") and mode.removesuffix("-stream") in settings["modes"]:
+        twin = api.chat(f"{mode}-twin", _body(candidate, settings, mode.removesuffix("-stream")))
+        matches = check_stream_matches(got, twin.message.get("tool_calls") or [])
+        problems += [] if matches.ok else [matches.reason]
+    record.evidence.append_jsonl("tool_calls_verdicts.jsonl", {
+        "mode": mode, "ok": not problems, "problems": problems, **verdict.measures})
+    assert not problems, f"{mode}: " + "; ".join(problems)
+
+
+def test_tool_result_is_used(api, candidate, record):
+    settings = candidate.gate("tool_calls")
+    first_mode = next(m for m in settings["modes"] if not m.endswith("-stream"))
+    reply = api.chat("result-call", _body(candidate, settings, first_mode))
+    assert reply.status == 200, f"HTTP {reply.status}: {reply.body}"
+    calls = reply.message.get("tool_calls") or []
+    assert calls, f"no tool call to answer: {reply.message}"
+    follow_up = {
+        "model": candidate.served_name,
+        "messages": [
+            *_messages(settings),
+            {"role": "assistant", "content": None, "tool_calls": calls[:1]},
+            {"role": "tool", "tool_call_id": calls[0].get("id", "call_0"),
+             "content": settings["result"]},
+        ],
+        "temperature": 0,
+        "max_tokens": settings["max_tokens"],
+    }
+    answer = api.chat("result-answer", follow_up)
+    assert answer.status == 200, f"HTTP {answer.status}: {answer.body}"
+    verdict = check_uses_result(answer.message.get("content") or "", settings["result_expect"])
+    record.evidence.append_jsonl("tool_calls_verdicts.jsonl", {
+        "mode": "result", "ok": verdict.ok, "problems": [verdict.reason] if not verdict.ok else [],
+        **verdict.measures})
+    assert verdict.ok, verdict.reason
