@@ -1,8 +1,6 @@
-"""The qualification suite's plugins, listed in one place (pytest's own habit)."""
+"""Root conftest of the qualification suite.
 
-pytest_plugins = [
-    "tp2qual.pytest_candidates",
-    "tp2qual.pytest_gating",
-    "tp2qual.pytest_server",
-    "tp2qual.pytest_evidence",
-]
+The plugins (candidates, gating, server, evidence) are listed in ``tp2qual.plugin`` and loaded
+through the package's ``pytest11`` entry point (``pip install -e .``), so their options work from
+any directory. Gate modules live in ``tests/``; candidate files in ``candidates/``.
+"""

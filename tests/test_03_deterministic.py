@@ -40,13 +40,24 @@ def test_known_answers_correct_and_identical(api, candidate, record, claim):
             reasonings.append(reasoning)
         correct = check_answer(answers[0], prompt["expect"], prompt.get("mode", "contains"))
         identical = check_identical(answers)
-        record.evidence.append_jsonl("deterministic_verdicts.jsonl", {
-            "id": prompt["id"], "answer": answers[0], "reasoning": reasonings[0],
-            "expect": prompt["expect"], "correct": correct.ok, "identical": identical.ok,
-            "repeats": len(answers),
-        })
+        record.evidence.append_jsonl(
+            "deterministic_verdicts.jsonl",
+            {
+                "id": prompt["id"],
+                "answer": answers[0],
+                "reasoning": reasonings[0],
+                "expect": prompt["expect"],
+                "correct": correct.ok,
+                "identical": identical.ok,
+                "repeats": len(answers),
+            },
+        )
         problems += [f"{prompt['id']}: {v.reason}" for v in (correct, identical) if not v.ok]
     claim("known_answers_correct", "deterministic_verdicts.jsonl", op="all", field="correct")
-    claim("answers_identical_over_repeats", "deterministic_verdicts.jsonl", op="all",
-          field="identical")
+    claim(
+        "answers_identical_over_repeats",
+        "deterministic_verdicts.jsonl",
+        op="all",
+        field="identical",
+    )
     assert not problems, "\n".join(problems)

@@ -23,20 +23,30 @@ def test_long_outputs_are_not_degenerate(api, candidate, record, claim):
     thresholds = Thresholds.from_mapping(settings["thresholds"])
     problems = []
     for i, prompt in enumerate(settings["prompts"]):
-        reply = api.chat(f"long#{i}", {
-            "model": candidate.served_name,
-            "messages": [{"role": "user", "content": prompt}],
-            "temperature": 0,
-            "max_tokens": settings["max_tokens"],
-        })
+        reply = api.chat(
+            f"long#{i}",
+            {
+                "model": candidate.served_name,
+                "messages": [{"role": "user", "content": prompt}],
+                "temperature": 0,
+                "max_tokens": settings["max_tokens"],
+            },
+        )
         assert reply.status == 200, f"prompt {i}: HTTP {reply.status}: {reply.body}"
         text, _ = split_reasoning(reply.message)
         verdict = check(text, thresholds)
-        record.evidence.append_jsonl("repetition_metrics.jsonl", {
-            "prompt": i, "prompt_words": len(prompt.split()), "ok": verdict.ok,
-            "reason": verdict.reason, "completion_tokens": reply.body.get("usage", {}).get(
-                "completion_tokens"), "finish_reason": reply.finish_reason, **verdict.measures,
-        })
+        record.evidence.append_jsonl(
+            "repetition_metrics.jsonl",
+            {
+                "prompt": i,
+                "prompt_words": len(prompt.split()),
+                "ok": verdict.ok,
+                "reason": verdict.reason,
+                "completion_tokens": reply.body.get("usage", {}).get("completion_tokens"),
+                "finish_reason": reply.finish_reason,
+                **verdict.measures,
+            },
+        )
         if not verdict.ok:
             problems.append(f"prompt {i}: {verdict.reason}; output starts {text[:80]!r}")
     claim("long_outputs_clean", "repetition_metrics.jsonl", op="all", field="ok")

@@ -5,7 +5,7 @@ Pass means, for every tool_choice mode the candidate requires (``auto``, ``requi
 and validate against the tool's JSON Schema with no undeclared parameters, the expected argument
 values, ``finish_reason == "tool_calls"``; a streamed call reassembles to the non-streamed one
 with its name sent once; and a follow-up turn carrying the tool result gets an answer that uses
-it. Modes the candidate does not require are skipped with its written reason.
+it (mode ``result``). Modes the candidate does not require are skipped with its written reason.
 """
 
 from __future__ import annotations
@@ -77,19 +77,28 @@ def test_tool_call(mode, api, candidate, record):
         assert reply.status == 200, f"{mode}: HTTP {reply.status}: {reply.body}"
         calls, finish = reply.message.get("tool_calls"), reply.finish_reason
     verdict = check_call(calls, finish, tool["name"], tool["parameters"])
-    problems = [verdict.reason] if not verdict.ok else _expected_values(
-        calls, settings["arguments_expect"])
-    if verdict.ok and mode.endswith("-stream") and mode.removesuffix("-stream") in settings["modes"]:
+    problems = (
+        [verdict.reason]
+        if not verdict.ok
+        else _expected_values(calls, settings["arguments_expect"])
+    )
+    if (
+        verdict.ok
+        and mode.endswith("-stream")
+        and mode.removesuffix("-stream") in settings["modes"]
+    ):
         twin = api.chat(f"{mode}-twin", _body(candidate, settings, mode.removesuffix("-stream")))
         matches = check_stream_matches(got, twin.message.get("tool_calls") or [])
         problems += [] if matches.ok else [matches.reason]
-    record.evidence.append_jsonl("tool_calls_verdicts.jsonl", {
-        "mode": mode, "ok": not problems, "problems": problems, **verdict.measures})
+    record.evidence.append_jsonl(
+        "tool_calls_verdicts.jsonl",
+        {"mode": mode, "ok": not problems, "problems": problems, **verdict.measures},
+    )
     assert not problems, f"{mode}: " + "; ".join(problems)
 
 
 def test_tool_result_is_used(api, candidate, record):
-    settings = candidate.gate("tool_calls")
+    settings = _require(candidate, "result")
     first_mode = next(m for m in settings["modes"] if not m.endswith("-stream"))
     reply = api.chat("result-call", _body(candidate, settings, first_mode))
     assert reply.status == 200, f"HTTP {reply.status}: {reply.body}"
@@ -99,9 +108,12 @@ def test_tool_result_is_used(api, candidate, record):
         "model": candidate.served_name,
         "messages": [
             *_messages(settings),
-            {"role": "assistant", "content": None, "tool_calls": calls[:1]},
-            {"role": "tool", "tool_call_id": calls[0].get("id", "call_0"),
-             "content": settings["result"]},
+            {"role": "assistant", "content": "", "tool_calls": calls[:1]},
+            {
+                "role": "tool",
+                "tool_call_id": calls[0].get("id", "call_0"),
+                "content": settings["result"],
+            },
         ],
         "temperature": 0,
         "max_tokens": settings["max_tokens"],
@@ -109,7 +121,13 @@ def test_tool_result_is_used(api, candidate, record):
     answer = api.chat("result-answer", follow_up)
     assert answer.status == 200, f"HTTP {answer.status}: {answer.body}"
     verdict = check_uses_result(answer.message.get("content") or "", settings["result_expect"])
-    record.evidence.append_jsonl("tool_calls_verdicts.jsonl", {
-        "mode": "result", "ok": verdict.ok, "problems": [verdict.reason] if not verdict.ok else [],
-        **verdict.measures})
+    record.evidence.append_jsonl(
+        "tool_calls_verdicts.jsonl",
+        {
+            "mode": "result",
+            "ok": verdict.ok,
+            "problems": [verdict.reason] if not verdict.ok else [],
+            **verdict.measures,
+        },
+    )
     assert verdict.ok, verdict.reason

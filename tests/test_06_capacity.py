@@ -22,8 +22,12 @@ QUESTION = "What is the secret city? Answer with the city name only."
 
 
 def _ask(candidate, content: str, max_tokens: int = 16) -> dict:
-    return {"model": candidate.served_name, "temperature": 0, "max_tokens": max_tokens,
-            "messages": [{"role": "user", "content": content}]}
+    return {
+        "model": candidate.served_name,
+        "temperature": 0,
+        "max_tokens": max_tokens,
+        "messages": [{"role": "user", "content": content}],
+    }
 
 
 @pytest.fixture(scope="module")
@@ -43,16 +47,25 @@ def test_needle_found_near_the_bound(api, candidate, calibration, record, claim)
     target = int(candidate.max_model_len * settings["fill"]) - 32  # room for the reply
     total = calibration.sentences_for(target)
     half = total // 2
-    prompt = " ".join([filler(half), NEEDLE.format(answer=answer),
-                       filler(total - half, start=half + 1), QUESTION])
+    prompt = " ".join(
+        [filler(half), NEEDLE.format(answer=answer), filler(total - half, start=half + 1), QUESTION]
+    )
     reply = api.chat("needle", _ask(candidate, prompt))
     assert reply.status == 200, f"needle prompt: HTTP {reply.status}: {reply.body}"
     used = reply.body["usage"]["prompt_tokens"]
     text, _ = split_reasoning(reply.message)
     verdict = check_answer(text, [answer])
-    record.evidence.append_jsonl("capacity_results.jsonl", {
-        "check": "needle", "prompt_tokens": used, "fill": used / candidate.max_model_len,
-        "answer": text, "expect": answer, "ok": verdict.ok})
+    record.evidence.append_jsonl(
+        "capacity_results.jsonl",
+        {
+            "check": "needle",
+            "prompt_tokens": used,
+            "fill": used / candidate.max_model_len,
+            "answer": text,
+            "expect": answer,
+            "ok": verdict.ok,
+        },
+    )
     fill = claim("needle_prompt_fill", "capacity_results.jsonl", op="field", path="fill")
     assert fill >= settings["fill"] - 0.05, f"needle prompt filled only {fill:.0%} of the bound"
     assert verdict.ok, f"needle at {used} tokens not retrieved: {verdict.reason}"
@@ -81,10 +94,17 @@ def test_over_bound_rejected_and_server_survives(api, candidate, calibration, re
         problems += [f"streamed: {problem}"] if problem else []
     after = api.chat("after-over-bound", _ask(candidate, "Say hello.", 8))
     problems += [] if after.status == 200 else [f"server unhealthy afterwards: HTTP {after.status}"]
-    record.evidence.append_jsonl("capacity_results.jsonl", {
-        "check": "over_bound", "status": reply.status, "error_body": reply.body,
-        "prompt_tokens_estimate": calibration.tokens_for(over), "after_status": after.status,
-        "ok": not problems})
+    record.evidence.append_jsonl(
+        "capacity_results.jsonl",
+        {
+            "check": "over_bound",
+            "status": reply.status,
+            "error_body": reply.body,
+            "prompt_tokens_estimate": calibration.tokens_for(over),
+            "after_status": after.status,
+            "ok": not problems,
+        },
+    )
     claim("over_bound_status", "capacity_results.jsonl", op="field", path="status")
     assert not problems, "; ".join(problems)
 

@@ -27,12 +27,18 @@ def _count_tokens(api, candidate, stream) -> tuple[int, str]:
     if usage and usage.get("completion_tokens"):
         return usage["completion_tokens"], "usage"
     # llama-cpp-python ignores stream_options.include_usage: ask its own tokenizer.
-    counted = api.request("tokenize", "POST", "/extras/tokenize",
-                          {"model": candidate.served_name, "input": stream.text()}, timeout=30)
+    counted = api.request(
+        "tokenize",
+        "POST",
+        "/extras/tokenize",
+        {"model": candidate.served_name, "input": stream.text()},
+        timeout=30,
+    )
     if counted.status == 200 and "tokens" in counted.body:
         return len(counted.body["tokens"]), "server_tokenizer"
-    chunks = [c for c in stream.chunks if (c.get("choices") or [{}])[0].get("delta", {}).get(
-        "content")]
+    chunks = [
+        c for c in stream.chunks if (c.get("choices") or [{}])[0].get("delta", {}).get("content")
+    ]
     return len(chunks), "chunks"
 
 
@@ -40,9 +46,16 @@ def test_single_stream_samples(api, candidate, record, claim):
     settings = candidate.gate("throughput")
     body = {
         "model": candidate.served_name,
-        "messages": [{"role": "user", "content": filler(max(1, settings["prompt_words"] // 20))
-                      + " Now write a long story about the harbour."}],
-        "temperature": 0, "seed": 1234, "max_tokens": settings["max_tokens"],
+        "messages": [
+            {
+                "role": "user",
+                "content": filler(max(1, settings["prompt_words"] // 20))
+                + " Now write a long story about the harbour.",
+            }
+        ],
+        "temperature": 0,
+        "seed": 1234,
+        "max_tokens": settings["max_tokens"],
         "stream_options": {"include_usage": True},
     }
     runs = [("warmup", i) for i in range(settings["warmup"])]
@@ -56,15 +69,17 @@ def test_single_stream_samples(api, candidate, record, claim):
         assert figures["ok"], f"{phase} {i}: {figures.get('reason', 'fewer than 2 tokens')}"
     summary = {}
     for name in FIGURES:
-        summary[name] = summarize(
-            [r[name] for r in _samples(record)]).as_dict()
+        summary[name] = summarize([r[name] for r in _samples(record)]).as_dict()
         for stat in ("median", "mean"):
             claim(f"{name}_{stat}", SAMPLES, op=stat, field=name, where={"phase": "sample"})
     claim("samples", SAMPLES, op="count", where={"phase": "sample"})
     record.evidence.write_json("throughput_summary.json", summary)
     floors = settings["floors"]
-    missed = [f"{k} = {_stat(summary, k):.3g} below floor {v}" for k, v in floors.items()
-              if _stat(summary, k) < v]
+    missed = [
+        f"{k} = {_stat(summary, k):.3g} below floor {v}"
+        for k, v in floors.items()
+        if _stat(summary, k) < v
+    ]
     assert not missed, "; ".join(missed)
 
 

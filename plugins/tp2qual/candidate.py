@@ -46,7 +46,10 @@ TP2_ENV_DEFAULTS: dict[str, str] = {
 GATE_DEFAULTS: dict[str, dict[str, Any]] = {
     "deterministic": {"repeats": 3, "seed": 1234, "max_tokens": 48, "prompts": []},
     "repetition": {"max_tokens": 512, "prompts": [], "thresholds": {}},
-    "tool_calls": {"modes": ["auto", "required", "named", "auto-stream"], "max_tokens": 128},
+    "tool_calls": {
+        "modes": ["auto", "required", "named", "auto-stream", "named-stream", "result"],
+        "max_tokens": 128,
+    },
     "capacity": {"fill": 0.9, "over_by": 1.25, "stream_over_bound": False},
     "throughput": {"samples": 5, "warmup": 1, "prompt_words": 96, "max_tokens": 128, "floors": {}},
     "nccl": {"probe_timeout_s": 120.0},
@@ -190,7 +193,8 @@ def _semantic_problems(spec: Mapping[str, Any]) -> list[str]:
     ):
         problems.append(
             "launch.env.PYTORCH_CUDA_ALLOC_CONF: expandable_segments breaks the first worker "
-            "allocation under WSL2; use the native allocator or add launch.env_overrides with a reason"
+            "allocation under WSL2; use the native allocator or add launch.env_overrides "
+            "with a reason"
         )
     if spec.get("serve", {}).get("tensor_parallel_size", 1) > 1:
         for key, default in TP2_ENV_DEFAULTS.items():
@@ -218,7 +222,9 @@ def load_candidate(path: Path) -> Candidate:
     if lines:
         raise CandidateError("invalid candidate file\n  " + "\n  ".join(lines))
     if path.stem != spec["name"]:
-        raise CandidateError(f"{path}: name: {spec['name']!r} must match the file name {path.stem!r}")
+        raise CandidateError(
+            f"{path}: name: {spec['name']!r} must match the file name {path.stem!r}"
+        )
     return Candidate(path=path, spec=spec)
 
 
@@ -236,7 +242,10 @@ def load_candidates(folders: Iterable[Path]) -> list[Candidate]:
             except CandidateError as exc:
                 problems.append(str(exc))
     names = [c.name for c in found]
-    problems += [f"candidate name {n!r} is defined twice" for n in sorted({n for n in names if names.count(n) > 1})]
+    problems += [
+        f"candidate name {n!r} is defined twice"
+        for n in sorted({n for n in names if names.count(n) > 1})
+    ]
     if problems:
         raise CandidateError("\n".join(problems))
     return found

@@ -6,6 +6,7 @@ always leaves nothing running. Readiness lives in ``readiness.py`` and works on 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import signal
@@ -100,8 +101,9 @@ class ProcessLauncher:
         return self.candidate.argv(port=self.port)
 
     def plan(self) -> str:
-        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self._redactor.mapping(
-            self.candidate.env()).items())
+        env = " ".join(
+            f"{k}={shlex.quote(v)}" for k, v in self._redactor.mapping(self.candidate.env()).items()
+        )
         command = shlex.join(self._redactor.argv(self.argv()))
         return f"{env} {command}".strip()
 
@@ -109,8 +111,9 @@ class ProcessLauncher:
         if not port_is_free(self.port):
             from .exceptions import ServerError
 
-            raise ServerError(f"port {self.port} on 127.0.0.1 is already in use",
-                              candidate=self.candidate.name)
+            raise ServerError(
+                f"port {self.port} on 127.0.0.1 is already in use", candidate=self.candidate.name
+            )
         env = {**os.environ, **self.candidate.env()}
         self._proc = subprocess.Popen(
             self.argv(),
@@ -145,6 +148,8 @@ class ProcessLauncher:
         self._signal_group(signal.SIGKILL)
         self._proc.wait()
         self.log.join()
+        if self._proc.stdout is not None:
+            self._proc.stdout.close()
         self._stopped = StopReport(
             how=how,
             seconds=round(time.monotonic() - began, 3),
@@ -155,10 +160,8 @@ class ProcessLauncher:
 
     def _signal_group(self, sig: signal.Signals) -> None:
         assert self._proc is not None
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self._proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
 
     def identity(self) -> dict[str, Any]:
         return {

@@ -20,7 +20,7 @@ def filler(sentences: int, start: int = 1) -> str:
 
 @dataclass(frozen=True)
 class Calibration:
-    """prompt_tokens ≈ overhead + per_sentence × sentences."""
+    """prompt_tokens ≈ overhead + per_sentence * sentences."""
 
     overhead: float
     per_sentence: float

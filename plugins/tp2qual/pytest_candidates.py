@@ -22,14 +22,32 @@ run_key = pytest.StashKey[RunState]()
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("tp2qual", "serving-candidate qualification")
-    group.addoption("--candidates", action="append", default=[], metavar="DIR",
-                    help="add a folder of candidate TOML files (repeatable)")
-    group.addoption("--results", default=None, metavar="DIR",
-                    help="where runs are written (default: ini results_dir)")
-    group.addoption("--plan", action="store_true",
-                    help="print each selected candidate's exact launch and start nothing")
-    parser.addini("candidate_dirs", type="paths", default=[],
-                  help="candidate folders read on every run")
+    group.addoption(
+        "--candidates",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="add a folder of candidate TOML files (repeatable)",
+    )
+    group.addoption(
+        "--results",
+        default=None,
+        metavar="DIR",
+        help="where runs are written (default: ini results_dir)",
+    )
+    group.addoption(
+        "--plan",
+        action="store_true",
+        help="print each selected candidate's exact launch and start nothing",
+    )
+    group.addoption(
+        "--allow-busy",
+        action="store_true",
+        help="let preflight pass when the target GPUs are in use (recorded)",
+    )
+    parser.addini(
+        "candidate_dirs", type="paths", default=[], help="candidate folders read on every run"
+    )
     parser.addini("results_dir", default="results", help="where runs are written")
 
 
@@ -61,9 +79,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "candidate" not in metafunc.fixturenames:
         return
     state = metafunc.config.stash[run_key]
-    params = [
-        pytest.param(c, id=c.name, marks=_skip_marks(c)) for c in state.candidates
-    ]
+    params = [pytest.param(c, id=c.name, marks=_skip_marks(c)) for c in state.candidates]
     metafunc.parametrize("candidate", params, scope="session")
 
 
@@ -78,7 +94,9 @@ def why_not_runnable(candidate: Candidate) -> str | None:
     if needed and (have := gpu_count()) < needed:
         return f"needs {needed} NVIDIA GPU(s), this machine has {have}"
     if candidate.launcher_kind == "docker":
-        return docker_unavailable()
+        from .docker_launcher import pin_unresolved
+
+        return docker_unavailable() or pin_unresolved(candidate)
     if candidate.engine == "llama.cpp" and importlib.util.find_spec("llama_cpp") is None:
         return "llama-cpp-python is not installed (pip install -e '.[local]')"
     try:

@@ -49,7 +49,9 @@ def verdict_for(state: RunState, record: CandidateRecord, gate: str) -> str | No
             return f"blocked by {first[0] if first else earlier}"
     after = record.candidate.spec.get("lane", {}).get("after")
     if after and not baseline_passed(state, after):
-        return f"optional lane: baseline {after!r} has no PASS in this run or in {state.results_root}"
+        return (
+            f"optional lane: baseline {after!r} has no PASS in this run or in {state.results_root}"
+        )
     return None
 
 
@@ -72,6 +74,29 @@ def _context(item: pytest.Item) -> tuple[RunState, CandidateRecord, str] | None:
         return None
     state = item.config.stash[run_key]
     return state, state.record(candidate), gate
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Each candidate's gates together, in gate order, candidates in lane order.
+
+    pytest's own fixture reordering groups by the session parameter but can interleave modules
+    once a gate is parametrized itself; an explicit stable sort makes the order a contract.
+    """
+    position = {id(item): i for i, item in enumerate(items)}
+    order: dict[str, int] = {}
+
+    def key(item: pytest.Item) -> tuple[int, int, int]:
+        candidate, gate = candidate_of(item), gate_of(item)
+        if candidate is None or gate is None:
+            return (-1, -1, position[id(item)])
+        rank = order.setdefault(candidate.name, len(order))
+        return (rank, GATES.index(gate), position[id(item)])
+
+    for item in items:  # candidates ranked by first appearance (= lane order)
+        if (candidate := candidate_of(item)) is not None:
+            order.setdefault(candidate.name, len(order))
+    items.sort(key=key)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -110,8 +135,13 @@ def pytest_runtest_makereport(
     return report
 
 
-def _note(item: pytest.Item, report: pytest.TestReport, state: RunState,
-          record: CandidateRecord, gate: str) -> None:
+def _note(
+    item: pytest.Item,
+    report: pytest.TestReport,
+    state: RunState,
+    record: CandidateRecord,
+    gate: str,
+) -> None:
     result = record.gates[gate]
     test = item.originalname if isinstance(item, pytest.Function) else item.name
     if report.failed:

@@ -1,9 +1,9 @@
 """One throughput sample from one streamed completion — the definitions, in one place.
 
-TTFT  = arrival of the first chunk carrying output (content or reasoning) − send
-E2E   = arrival of the last chunk − send
-TPOT  = (E2E − TTFT) / (output tokens − 1)       (AIPerf calls this "inter-token latency")
-decode_tok_s = (output tokens − 1) / (E2E − TTFT) = 1 / TPOT
+TTFT  = arrival of the first chunk carrying output (content or reasoning) - send
+E2E   = arrival of the last chunk - send
+TPOT  = (E2E - TTFT) / (output tokens - 1)       (AIPerf calls this "inter-token latency")
+decode_tok_s = (output tokens - 1) / (E2E - TTFT) = 1 / TPOT
 ITL   = gaps between successive output-carrying chunks (chunk-level, not token-level)
 Output tokens come from ``usage`` when the stream carries it, else from the server's tokenizer;
 reasoning tokens count as output (AIPerf: OSL = output + reasoning).
@@ -11,6 +11,7 @@ reasoning tokens count as output (AIPerf: OSL = output + reasoning).
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from .checks.stats import percentile
@@ -21,14 +22,15 @@ def _carries_output(chunk: dict[str, Any]) -> bool:
     return bool(delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning"))
 
 
-def sample(chunks: list[dict[str, Any]], times: list[float], output_tokens: int,
-           method: str) -> dict[str, Any]:
+def sample(
+    chunks: list[dict[str, Any]], times: list[float], output_tokens: int, method: str
+) -> dict[str, Any]:
     """Figures for one request; ``times`` are arrival offsets (s) after send."""
     arrivals = [t for c, t in zip(chunks, times, strict=True) if _carries_output(c)]
     if not arrivals:
         return {"ok": False, "reason": "no output chunks", "output_tokens": output_tokens}
     ttft, last = arrivals[0], arrivals[-1]
-    gaps = [b - a for a, b in zip(arrivals, arrivals[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(arrivals)]
     decode_s = last - ttft
     tpot = decode_s / (output_tokens - 1) if output_tokens > 1 and decode_s > 0 else None
     return {

@@ -19,7 +19,7 @@ from .evidence import Evidence
 from .exceptions import ServerDied
 from .launch import Launcher
 
-DEFAULT_TIMEOUT_S = 120.0
+DEFAULT_TIMEOUT_S = 300.0  # long generations on a busy CPU; failures are caught by liveness
 
 
 class Server:
@@ -30,8 +30,9 @@ class Server:
         self.launcher = launcher
         self.evidence = evidence
         self.base_url = launcher.base_url
-        self._http = httpx.Client(base_url=self.base_url, trust_env=False,
-                                  timeout=DEFAULT_TIMEOUT_S)
+        self._http = httpx.Client(
+            base_url=self.base_url, trust_env=False, timeout=DEFAULT_TIMEOUT_S
+        )
 
     def check_alive(self) -> None:
         """Raise ServerDied (with the log tail) when the process/container is gone."""
@@ -41,7 +42,8 @@ class Server:
             tail = "\n".join("    " + line for line in self.launcher.log.tail(20))
             raise ServerDied(
                 f"server died mid-run ({exited.describe()})\n  last log lines:\n{tail}",
-                candidate=self.candidate.name, log_path=self.launcher.log.path,
+                candidate=self.candidate.name,
+                log_path=self.launcher.log.path,
             )
 
     def api(self, artifact: str) -> Api:
@@ -51,8 +53,9 @@ class Server:
         """An OpenAI client for custom gates: no silent retries, explicit timeout."""
         import openai
 
-        return openai.OpenAI(base_url=f"{self.base_url}/v1", api_key="qualification",
-                             max_retries=0, timeout=timeout)
+        return openai.OpenAI(
+            base_url=f"{self.base_url}/v1", api_key="qualification", max_retries=0, timeout=timeout
+        )
 
     def close(self) -> None:
         self._http.close()
@@ -109,18 +112,24 @@ class Api:
         self.artifact = artifact
 
     def _record(self, tag: str, method: str, path: str, body: Any, **result: Any) -> None:
-        self.server.evidence.append_jsonl(self.artifact, {
-            "tag": tag, "at": time.time(),
-            "request": {"method": method, "path": path, "body": body}, **result,
-        })
+        self.server.evidence.append_jsonl(
+            self.artifact,
+            {
+                "tag": tag,
+                "at": time.time(),
+                "request": {"method": method, "path": path, "body": body},
+                **result,
+            },
+        )
 
     def _transport_failed(self, exc: httpx.TransportError) -> None:
         __tracebackhide__ = True
         self.server.check_alive()
         raise exc
 
-    def request(self, tag: str, method: str, path: str, body: Any = None,
-                timeout: float = DEFAULT_TIMEOUT_S) -> Exchange:
+    def request(
+        self, tag: str, method: str, path: str, body: Any = None, timeout: float = DEFAULT_TIMEOUT_S
+    ) -> Exchange:
         began = time.perf_counter()
         try:
             response = self.server._http.request(method, path, json=body, timeout=timeout)
@@ -130,15 +139,17 @@ class Api:
             raise
         elapsed = round(time.perf_counter() - began, 6)
         parsed = _parse(response)
-        self._record(tag, method, path, body, status=response.status_code, response=parsed,
-                     elapsed_s=elapsed)
+        self._record(
+            tag, method, path, body, status=response.status_code, response=parsed, elapsed_s=elapsed
+        )
         return Exchange(tag, response.status_code, parsed, elapsed)
 
     def chat(self, tag: str, body: dict[str, Any], timeout: float = DEFAULT_TIMEOUT_S) -> Exchange:
         return self.request(tag, "POST", "/v1/chat/completions", body, timeout)
 
-    def stream_chat(self, tag: str, body: dict[str, Any],
-                    timeout: float = DEFAULT_TIMEOUT_S) -> Stream:
+    def stream_chat(
+        self, tag: str, body: dict[str, Any], timeout: float = DEFAULT_TIMEOUT_S
+    ) -> Stream:
         body = {**body, "stream": True}
         began = time.perf_counter()
         try:
@@ -148,15 +159,22 @@ class Api:
             self._transport_failed(exc)
             raise
         result.e2e_s = round(time.perf_counter() - began, 6)
-        self._record(tag, "POST", "/v1/chat/completions", body, status=result.status,
-                     chunks=[{"t": t, "data": c} for t, c in zip(result.times, result.chunks,
-                                                                 strict=True)],
-                     error_body=result.error_body, e2e_s=result.e2e_s)
+        self._record(
+            tag,
+            "POST",
+            "/v1/chat/completions",
+            body,
+            status=result.status,
+            chunks=[{"t": t, "data": c} for t, c in zip(result.times, result.chunks, strict=True)],
+            error_body=result.error_body,
+            e2e_s=result.e2e_s,
+        )
         return result
 
     def _stream(self, tag: str, body: dict[str, Any], began: float, timeout: float) -> Stream:
-        with self.server._http.stream("POST", "/v1/chat/completions", json=body,
-                                      timeout=timeout) as response:
+        with self.server._http.stream(
+            "POST", "/v1/chat/completions", json=body, timeout=timeout
+        ) as response:
             result = Stream(tag, response.status_code)
             if response.status_code != 200:
                 response.read()

@@ -1,0 +1,167 @@
+"""The probe's launcher: arguments, results, failure and timeout paths, with fake ranks (no
+torch, no GPU), plus what the real probe printed on the H200 on 2026-11-30."""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tp2qual import nccl_probe
+from tp2qual.checks.nccl import analyze, check
+
+DATA = Path(__file__).parent / "data" / "h200-2026-11-30"
+PLUGINS = Path(__file__).resolve().parents[1]
+
+
+def fake_rank(body: str):
+    """worker_argv that runs ``body`` (with rank, world, tag defined) instead of a torch rank."""
+    prelude = "import sys, time, json; rank, world = int(sys.argv[1]), int(sys.argv[2]); "
+    prelude += f"tag = {nccl_probe.RESULT_TAG!r}; "
+    return lambda r, w, port: [sys.executable, "-c", prelude + body, str(r), str(w)]
+
+
+GOOD = "print('NCCL INFO hello', flush=True); print(tag + json.dumps({'ok': True, 'sum': world}))"
+
+
+def test_parse_args_defaults_and_limits(tmp_path):
+    args = nccl_probe.parse_args([])
+    assert (args.nprocs, args.timeout, args.worker, args.log_dir) == (2, 120.0, False, None)
+    args = nccl_probe.parse_args(["--nprocs", "1", "--timeout", "2.5", "--log-dir", str(tmp_path)])
+    assert (args.nprocs, args.timeout, args.log_dir) == (1, 2.5, tmp_path)
+    for bad in (["--nprocs", "0"], ["--timeout", "0"], ["--nprocs", "x"]):
+        with pytest.raises(SystemExit) as exc:
+            nccl_probe.parse_args(bad)
+        assert exc.value.code == 2
+
+
+def test_module_imports_without_torch():
+    assert "torch" not in nccl_probe.__dict__
+    code = "import sys, tp2qual.nccl_probe; print('torch' in sys.modules)"
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "PYTHONPATH": str(PLUGINS)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() == "False"
+
+
+def test_default_worker_argv():
+    argv = nccl_probe.default_worker_argv(1, 2, 29500)
+    assert argv[1:] == [
+        "-m", "tp2qual.nccl_probe", "--worker", "--rank", "1", "--nprocs", "2", "--port", "29500"
+    ]  # fmt: skip
+
+
+def test_success_collects_results_and_logs(tmp_path):
+    out = io.StringIO()
+    report = nccl_probe.launch(2, 30, out=out, log_dir=tmp_path, worker_argv=fake_rank(GOOD))
+    assert report.ok and not report.timed_out and report.exit_code == 0
+    assert [(r["rank"], r["ok"], r["sum"], r["returncode"]) for r in report.ranks] == [
+        (0, True, 2, 0),
+        (1, True, 2, 0),
+    ]
+    assert "[rank0] NCCL INFO hello" in out.getvalue()
+    assert "[rank1] NCCL INFO hello" in out.getvalue()
+    assert (tmp_path / "rank1.log").read_text().startswith("NCCL INFO hello\n")
+
+
+def test_one_failing_rank_fails_the_probe_and_peers_are_reaped():
+    body = (
+        "print(tag + json.dumps({'ok': rank == 1, 'error': 'boom'}), flush=True); "
+        "sys.exit(1) if rank == 0 else time.sleep(60)"
+    )
+    report = nccl_probe.launch(2, 30, out=io.StringIO(), worker_argv=fake_rank(body),
+                               fail_grace_s=0.5)  # fmt: skip
+    assert not report.ok and not report.timed_out and report.exit_code == 1
+    assert report.wall_s < 20  # the hanging peer was killed after the grace, not at the timeout
+    assert report.ranks[0]["error"] == "boom" and report.ranks[0]["returncode"] == 1
+    assert report.ranks[1]["ok"] is False  # it said ok, but it never exited cleanly
+
+
+def test_rank_without_a_result_line_fails():
+    report = nccl_probe.launch(1, 30, out=io.StringIO(), worker_argv=fake_rank("pass"))
+    assert report.ranks[0]["error"] == "rank reported no result"
+    assert report.exit_code == 1
+
+
+def test_timeout_kills_everything_and_exits_124(monkeypatch, capsys):
+    monkeypatch.setattr(nccl_probe, "default_worker_argv", fake_rank("time.sleep(60)"))
+    code = nccl_probe.main(["--nprocs", "2", "--timeout", "0.5"])
+    assert code == 124
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[-2] == "nccl_probe: timed out after 0.5 s; killed all ranks"
+    final = json.loads(lines[-1])
+    assert final["timed_out"] is True and final["ok"] is False
+    assert [r["returncode"] for r in final["ranks"]] == [-15, -15]  # SIGTERM sufficed
+    assert final["wall_s"] < 10
+
+
+def test_env_settings_are_recorded(monkeypatch):
+    monkeypatch.setenv("NCCL_P2P_DISABLE", "1")
+    monkeypatch.setenv("UNRELATED_SECRET", "x")
+    report = nccl_probe.launch(1, 30, out=io.StringIO(), worker_argv=fake_rank(GOOD))
+    assert report.env["NCCL_P2P_DISABLE"] == "1"
+    assert "UNRELATED_SECRET" not in report.env
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is not None, reason="torch is installed")
+def test_real_worker_without_torch_reports_the_import_error():
+    proc = subprocess.run(
+        [sys.executable, "-m", "tp2qual.nccl_probe", "--nprocs", "1", "--timeout", "60"],
+        env={**os.environ, "PYTHONPATH": str(PLUGINS)},
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert proc.returncode == 1
+    final = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert final["ranks"][0]["error"] == "ModuleNotFoundError: No module named 'torch'"
+
+
+# --- what the real probe printed on one H200 (device run, 2026-11-30) --------------------------
+
+
+def final_json(name: str) -> tuple[dict, int]:
+    lines = (DATA / name).read_text().strip().splitlines()
+    assert lines[-1].startswith("rc=")
+    return json.loads(lines[-2]), int(lines[-1][3:])
+
+
+def test_h200_one_rank_probe_succeeded():
+    final, rc = final_json("probe-1rank-p2p-off-cumem-off.log")
+    assert rc == 0 and final["ok"] is True and final["timed_out"] is False
+    (rank,) = final["ranks"]
+    assert (rank["sum"], rank["device"], rank["nccl"]) == (1.0, 0, "2.28.9")
+    assert rank["torch"] == "2.11.0+cu130"
+    assert final["env"]["NCCL_P2P_DISABLE"] == "1" and final["env"]["NCCL_CUMEM_ENABLE"] == "0"
+    assert 0 < final["wall_s"] < 30
+    # The console copy (lines prefixed "[rank0] ") analyses like the raw rank log.
+    expect = {"NCCL_P2P_DISABLE": "1", "NCCL_CUMEM_ENABLE": "0", "NCCL_CUMEM_HOST_ENABLE": "0"}
+    for name in ("probe-1rank-p2p-off-cumem-off.log", "probe-1rank-rank0.log"):
+        log = analyze((DATA / name).read_text())
+        assert log.version == "2.28.9+cuda13.0"
+        assert check(log, tp_size=1, expect_env=expect, p2p_disabled=True).ok
+
+
+def test_h200_two_ranks_on_one_gpu_fail_with_duplicate_gpu():
+    final, rc = final_json("probe-2rank-same-gpu.log")
+    assert rc == 1 and final["ok"] is False and final["timed_out"] is False
+    assert [r["returncode"] for r in final["ranks"]] == [1, 1]
+    assert all(r["error"].startswith("DistBackendError: NCCL error") for r in final["ranks"])
+    log = analyze((DATA / "probe-2rank-same-gpu.log").read_text())
+    assert [s.code for s in log.signatures] == ["duplicate_gpu", "dist_backend_error"]
+    assert log.init_started == (0, 1) and log.init_complete == ()
+    # Rank 1 failed before NCCL read NCCL_P2P_DISABLE, so only two acknowledgements exist.
+    rank1 = analyze((DATA / "probe-2rank-same-gpu-rank1.log").read_text())
+    assert set(rank1.env_acks) == {"NCCL_CUMEM_ENABLE", "NCCL_CUMEM_HOST_ENABLE"}
+    verdict = check(log, tp_size=2, expect_env={}, p2p_disabled=True)
+    assert not verdict.ok and "duplicate_gpu" in verdict.reason
