@@ -4,8 +4,11 @@ Runs only after every functional gate passed (a corrupt server is not benchmarke
 after a discarded warm-up, at least five streamed samples, one request at a time, with a fixed
 prompt and output length, each yielding TTFT, TPOT, inter-chunk gaps, decode tokens/s and
 end-to-end time (definitions in ``tp2qual.sampling``); the statistics (mean, median, stdev,
-p90/p99, 95 % CI) derived from the samples; and every floor the candidate sets met.
-Artifacts: ``throughput_samples.jsonl`` (one line per request), ``throughput_summary.json``.
+p90/p99, 95 % CI) derived from the samples; and every floor the candidate sets met. Beside the
+samples: ratios to the candidate's dated TP1 baseline (corroborated only by a local finding) and
+the measured decode rate as a fraction of the GPUs' single-stream roofline.
+Artifacts: ``throughput_samples.jsonl`` (one line per request), ``throughput_summary.json``,
+``throughput_comparison.json``, ``roofline.json``.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from __future__ import annotations
 import pytest
 
 from tp2qual.checks.stats import summarize
+from tp2qual.comparison import compare_baseline, roofline_for
+from tp2qual.identity import load_finding
 from tp2qual.prompts import filler
 from tp2qual.sampling import sample
 
@@ -42,26 +47,26 @@ def _count_tokens(api, candidate, stream) -> tuple[int, str]:
     return len(chunks), "chunks"
 
 
-def test_single_stream_samples(api, candidate, record, claim):
-    settings = candidate.gate("throughput")
-    body = {
+def _body(candidate, settings: dict, n: int) -> dict:
+    # Each request starts with different text, so no prefix cache turns TTFT into a cache hit.
+    sentences = max(1, settings["prompt_words"] // 20)
+    prompt = filler(sentences, start=1 + 1000 * n) + " Now write a long story about the harbour."
+    return {
         "model": candidate.served_name,
-        "messages": [
-            {
-                "role": "user",
-                "content": filler(max(1, settings["prompt_words"] // 20))
-                + " Now write a long story about the harbour.",
-            }
-        ],
+        "messages": [{"role": "user", "content": prompt}],
         "temperature": 0,
         "seed": 1234,
         "max_tokens": settings["max_tokens"],
         "stream_options": {"include_usage": True},
     }
+
+
+def test_single_stream_samples(api, candidate, record, claim):
+    settings = candidate.gate("throughput")
     runs = [("warmup", i) for i in range(settings["warmup"])]
     runs += [("sample", i) for i in range(settings["samples"])]
-    for phase, i in runs:
-        stream = api.stream_chat(f"{phase}#{i}", body)
+    for n, (phase, i) in enumerate(runs):
+        stream = api.stream_chat(f"{phase}#{i}", _body(candidate, settings, n))
         assert stream.status == 200, f"{phase} {i}: HTTP {stream.status}: {stream.error_body}"
         tokens, method = _count_tokens(api, candidate, stream)
         figures = sample(stream.chunks, stream.times, tokens, method)
@@ -74,6 +79,7 @@ def test_single_stream_samples(api, candidate, record, claim):
             claim(f"{name}_{stat}", SAMPLES, op=stat, field=name, where={"phase": "sample"})
     claim("samples", SAMPLES, op="count", where={"phase": "sample"})
     record.evidence.write_json("throughput_summary.json", summary)
+    _compare(candidate, record, summary, claim)
     floors = settings["floors"]
     missed = [
         f"{k} = {_stat(summary, k):.3g} below floor {v}"
@@ -81,6 +87,19 @@ def test_single_stream_samples(api, candidate, record, claim):
         if _stat(summary, k) < v
     ]
     assert not missed, "; ".join(missed)
+
+
+def _compare(candidate, record, summary: dict, claim) -> None:
+    """TP1 baseline ratios and the roofline fraction, recorded beside the samples."""
+    baseline = candidate.spec.get("baseline")
+    recorded = load_finding(baseline.get("finding"), record.evidence.root) if baseline else None
+    record.evidence.write_json("throughput_comparison.json",
+                               compare_baseline(summary, baseline, recorded))
+    roof = roofline_for(candidate.model, candidate.gpus, record.identity.get("topology"),
+                        candidate.tp, summary["decode_tok_s"]["median"])
+    record.evidence.write_json("roofline.json", roof)
+    if roof["computed"]:
+        claim("decode_fraction_of_roofline", "roofline.json", op="field", path="fraction")
 
 
 def _samples(record) -> list[dict]:

@@ -10,6 +10,7 @@ import copy
 import hashlib
 import importlib.util
 import json
+import re
 import sys
 import tomllib
 from collections.abc import Iterable, Mapping
@@ -166,7 +167,21 @@ class Candidate:
 
     def argv(self, *, port: int, host: str = "127.0.0.1") -> list[str]:
         values = self.placeholders(port=port, host=host)
-        return [part.format_map(values) for part in self.launch["command"]]
+        return [fill(part, values) for part in self.launch["command"]]
+
+
+_PLACEHOLDER = re.compile(r"\{\{([a-z_]+)\}\}|\{([a-z_]+)\}")
+
+
+def fill(text: str, values: Mapping[str, str]) -> str:
+    """Replace known ``{name}`` placeholders only, so JSON arguments keep their braces;
+    ``{{name}}`` escapes one (it becomes ``{name}``) for a wrapper to fill later."""
+
+    def one(match: re.Match[str]) -> str:
+        escaped, name = match.groups()
+        return "{" + escaped + "}" if escaped else values.get(name, match.group(0))
+
+    return _PLACEHOLDER.sub(one, text)
 
 
 def file_sha256(path: Path) -> str:
@@ -207,18 +222,44 @@ def _semantic_problems(spec: Mapping[str, Any]) -> list[str]:
     return problems
 
 
-def load_candidate(path: Path) -> Candidate:
-    """Parse and validate one file; raise CandidateError naming file, field and problem."""
+def _read_toml(path: Path) -> dict[str, Any]:
     try:
-        spec = tomllib.loads(path.read_text(encoding="utf-8"))
+        return tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
         raise CandidateError(f"{path}: cannot read: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise CandidateError(f"{path}: not valid TOML: {exc}") from None
+
+
+def _merge(base: dict[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
+    """Deep-merge tables; the including file wins, arrays are replaced whole."""
+    merged = copy.deepcopy(base)
+    for key, value in top.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), dict):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def _with_includes(path: Path, spec: dict[str, Any], depth: int = 0) -> dict[str, Any]:
+    """``include = ["_shared.toml"]``: shared tables (e.g. campaign gate settings) under the file;
+    an included file may include others (an optional lane includes its baseline)."""
+    if depth > 4:
+        raise CandidateError(f"{path}: include: nested more than 4 deep (a cycle?)")
+    merged: dict[str, Any] = {}
+    for rel in spec.get("include", []):
+        part = path.parent / rel
+        merged = _merge(merged, _with_includes(part, _read_toml(part), depth + 1))
+    return _merge(merged, {k: v for k, v in spec.items() if k != "include"})
+
+
+def load_candidate(path: Path) -> Candidate:
+    """Parse and validate one file; raise CandidateError naming file, field and problem."""
+    spec = _with_includes(path, _read_toml(path))
     errors = sorted(_validator().iter_errors(spec), key=lambda e: list(e.absolute_path))
-    lines = [_format_error(path, e) for e in errors] + [
-        f"{path}: {p}" for p in _semantic_problems(spec)
-    ]
+    lines = [_format_error(path, e) for e in errors]
+    lines += [f"{path}: {p}" for p in _semantic_problems(spec)]
     if lines:
         raise CandidateError("invalid candidate file\n  " + "\n  ".join(lines))
     if path.stem != spec["name"]:
@@ -236,7 +277,7 @@ def load_candidates(folders: Iterable[Path]) -> list[Candidate]:
         if not folder.is_dir():
             problems.append(f"{folder}: candidate folder does not exist")
             continue
-        for path in sorted(folder.glob("*.toml")):
+        for path in sorted(folder.glob("[!_]*.toml")):  # _*.toml: included parts
             try:
                 found.append(load_candidate(path))
             except CandidateError as exc:

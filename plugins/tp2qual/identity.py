@@ -34,16 +34,23 @@ def model_identity(candidate: Candidate) -> dict[str, Any]:
     """Resolve the model the candidate pins and prove it is the pinned one."""
     model = candidate.model
     pinned = model["revision"]
-    facts: dict[str, Any] = {"repo": model["repo"], "requested_revision": pinned,
-                             "served_name": candidate.served_name,
-                             "quantization": model.get("quantization")}
+    facts: dict[str, Any] = {
+        "repo": model["repo"],
+        "requested_revision": pinned,
+        "served_name": candidate.served_name,
+        "quantization": model.get("quantization"),
+    }
     path = candidate.model_file()
     if path is not None:
         if not path.is_file():
             raise PinMismatch(f"model.file: {path} does not exist", candidate=candidate.name)
         digest = _cached_sha256(path)
-        facts.update(file=str(path), file_sha256=digest, file_bytes=path.stat().st_size,
-                     resolved_revision=f"gguf-sha256:{digest}")
+        facts.update(
+            file=str(path),
+            file_sha256=digest,
+            file_bytes=path.stat().st_size,
+            resolved_revision=f"gguf-sha256:{digest}",
+        )
         if pinned.startswith("gguf-sha256:") and pinned != facts["resolved_revision"]:
             raise PinMismatch(
                 f"model.revision pins {pinned} but {path} has sha256 {digest}",
@@ -78,8 +85,10 @@ def hf_snapshot(candidate: Candidate) -> dict[str, Any]:
 
 def engine_identity(candidate: Candidate, base_url: str) -> dict[str, Any]:
     """Ask the engine what it is; fall back to the installed package for llama.cpp."""
-    facts: dict[str, Any] = {"kind": candidate.engine,
-                             "chat_format": candidate.spec["engine"].get("chat_format")}
+    facts: dict[str, Any] = {
+        "kind": candidate.engine,
+        "chat_format": candidate.spec["engine"].get("chat_format"),
+    }
     probes = {"vllm": "/version", "sglang": "/get_server_info", "llama.cpp": None}
     path = probes.get(candidate.engine)
     if path:
@@ -104,8 +113,16 @@ def _package_version(name: str) -> str | None:
 def host_identity() -> dict[str, Any]:
     release = platform.release()
     proc_version = Path("/proc/version").read_text() if Path("/proc/version").exists() else ""
-    packages = ["pytest", "openai", "httpx", "jsonschema", "docker", "nvidia-ml-py",
-                "llama-cpp-python", "tp2qual"]
+    packages = [
+        "pytest",
+        "openai",
+        "httpx",
+        "jsonschema",
+        "docker",
+        "nvidia-ml-py",
+        "llama-cpp-python",
+        "tp2qual",
+    ]
     return {
         "os": platform.platform(),
         "kernel": release,
@@ -117,3 +134,16 @@ def host_identity() -> dict[str, Any]:
 
 def dumps(obj: Any) -> str:
     return json.dumps(obj, indent=2, sort_keys=True, default=str)
+
+
+def load_finding(ref: str | None, base: Path) -> dict[str, Any] | None:
+    """A recorded finding named by path (a finding.json, or a folder holding one), or None."""
+    if not ref:
+        return None
+    path = Path(ref).expanduser()
+    path = path if path.is_absolute() else (base / path)
+    path = path / "finding.json" if path.is_dir() else path
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None

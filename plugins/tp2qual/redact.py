@@ -12,12 +12,17 @@ import re
 from collections.abc import Mapping
 
 MASK = "***REDACTED***"
-_SECRET_NAME = re.compile(r"(TOKEN|_KEY|KEY_|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.IGNORECASE)
+# A name is secret when its last word is one of these (HF_TOKEN, OPENAI_API_KEY, DB_PASSWORD,
+# AWS_SECRET_ACCESS_KEY), or it contains SECRET/PASSWORD anywhere; not MAX_TOKENS or TOKENIZER.
+_SECRET_NAME = re.compile(
+    r"((^|_)(TOKEN|KEY|SECRET|PASSWORD|PASSWD|PASS|CREDENTIALS?|AUTH)$)|SECRET|PASSWORD",
+    re.IGNORECASE,
+)
 _MIN_SECRET_LEN = 6  # shorter values would scrub ordinary words out of logs
 
 
 def is_secret_name(name: str) -> bool:
-    return bool(_SECRET_NAME.search(name)) or name.upper() in {"HF_TOKEN", "API_KEY"}
+    return bool(_SECRET_NAME.search(name.replace("-", "_")))
 
 
 class Redactor:
@@ -50,7 +55,7 @@ class Redactor:
                 out.append(MASK)
                 hide_next = False
                 continue
-            flag, eq, value = arg.partition("=")
+            flag, eq, _value = arg.partition("=")
             if flag.startswith("-") and is_secret_name(flag.lstrip("-").replace("-", "_")):
                 out.append(f"{flag}={MASK}" if eq else arg)
                 hide_next = not eq
