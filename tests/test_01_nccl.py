@@ -26,7 +26,9 @@ def _judge(candidate, text: str, *, timed_out: bool):
     env = candidate.env()
     log = nccl.analyze(text, env=env)
     return nccl.check(
-        log, tp_size=candidate.tp, timed_out=timed_out,
+        log,
+        tp_size=candidate.tp,
+        timed_out=timed_out,
         expect_env={k: env[k] for k in ACKNOWLEDGED if k in env},
         p2p_disabled=env.get("NCCL_P2P_DISABLE") == "1",
     )
@@ -35,19 +37,31 @@ def _judge(candidate, text: str, *, timed_out: bool):
 def test_probe_all_reduce(candidate, record):
     timeout_s = float(candidate.gate("nccl")["probe_timeout_s"])
     run = run_probe(candidate, timeout_s)
-    record.evidence.write_text("nccl_probe.log", f"$ {' '.join(run.argv)}\n{run.output}\n"
-                               f"rc={run.returncode} seconds={run.seconds}\n")
+    record.evidence.write_text(
+        "nccl_probe.log",
+        f"$ {' '.join(run.argv)}\n{run.output}\nrc={run.returncode} seconds={run.seconds}\n",
+    )
     verdict = _judge(candidate, run.output, timed_out=run.timed_out)
-    record.evidence.write_json("nccl_probe_analysis.json", {
-        "ok": verdict.ok, "reason": verdict.reason, "returncode": run.returncode,
-        "seconds": run.seconds, **verdict.measures})
+    record.evidence.write_json(
+        "nccl_probe_analysis.json",
+        {
+            "ok": verdict.ok,
+            "reason": verdict.reason,
+            "returncode": run.returncode,
+            "seconds": run.seconds,
+            **verdict.measures,
+        },
+    )
     assert run.returncode == 0 and verdict.ok, (
-        f"NCCL probe rc={run.returncode} after {run.seconds}s: {verdict.reason or 'failed'}")
+        f"NCCL probe rc={run.returncode} after {run.seconds}s: {verdict.reason or 'failed'}"
+    )
 
 
 def test_server_log_analysis(server, candidate, record):
     text = server.launcher.log.path.read_text(errors="replace")
     verdict = _judge(candidate, text, timed_out=False)
-    record.evidence.write_json("nccl_server_analysis.json", {
-        "ok": verdict.ok, "reason": verdict.reason, **verdict.measures})
+    record.evidence.write_json(
+        "nccl_server_analysis.json",
+        {"ok": verdict.ok, "reason": verdict.reason, **verdict.measures},
+    )
     assert verdict.ok, verdict.reason

@@ -64,7 +64,7 @@ def _require(candidate, mode: str) -> dict:
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_tool_call(mode, api, candidate, record):
+def test_tool_call(mode, api, candidate, record, claim):
     settings = _require(candidate, mode)
     tool = settings["tool"]
     if mode.endswith("-stream"):
@@ -94,6 +94,8 @@ def test_tool_call(mode, api, candidate, record):
         "tool_calls_verdicts.jsonl",
         {"mode": mode, "ok": not problems, "problems": problems, **verdict.measures},
     )
+    claim("tool_calls_ok", "tool_calls_verdicts.jsonl", op="all", field="ok")
+    claim("tool_calls_checked", "tool_calls_verdicts.jsonl", op="count")
     assert not problems, f"{mode}: " + "; ".join(problems)
 
 

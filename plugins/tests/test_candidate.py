@@ -52,8 +52,12 @@ def test_minimal_candidate_loads(tmp_path):
     [
         ("max_model_len = 4096", "max_model_len = 12", "serve.max_model_len", "minimum"),
         ('kind = "vllm"', 'kind = "tgi"', "engine.kind", "is not one of"),
-        ('revision = "0123456789abcdef0123456789abcdef01234567"', 'revision = "main"',
-         "model.revision", "does not match"),
+        (
+            'revision = "0123456789abcdef0123456789abcdef01234567"',
+            'revision = "main"',
+            "model.revision",
+            "does not match",
+        ),
         ('served_name = "m"', 'served_nam = "m"', "model", "served_name"),
     ],
 )
@@ -96,8 +100,10 @@ def test_tp2_default_changed_without_reason_is_refused(tmp_path):
 
 
 def test_tp2_override_with_reason_applies(tmp_path):
-    extra = ('env_overrides = { NCCL_P2P_DISABLE = { value = "0", '
-             'reason = "NVLink bridge present on this host" } }')
+    extra = (
+        'env_overrides = { NCCL_P2P_DISABLE = { value = "0", '
+        'reason = "NVLink bridge present on this host" } }'
+    )
     env = load_candidate(write(tmp_path, tp=2, launch_extra=extra)).env()
     assert env["NCCL_P2P_DISABLE"] == "0" and env["NCCL_CUMEM_ENABLE"] == "0"
 
@@ -123,5 +129,6 @@ def test_invalid_file_stops_pytest_before_anything_starts(pytester, tmp_path):
     pytester.makepyfile(test_x="def test_x(candidate):\n    raise AssertionError('ran')\n")
     result = pytester.runpytest("--candidates", str(tmp_path), "-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*candidate files rejected, nothing was started*",
-                                 f"*{bad}: serve.max_model_len*"])
+    result.stderr.fnmatch_lines(
+        ["*candidate files rejected, nothing was started*", f"*{bad}: serve.max_model_len*"]
+    )

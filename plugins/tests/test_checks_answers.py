@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from tp2qual.checks.answers import check_answer, check_identical, normalise, split_reasoning
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from tp2qual.checks import repetition as rep
 
 PROSE = """The history of the printing press is a story about how ideas travel. Before Johannes \

@@ -6,6 +6,7 @@ import math
 import statistics
 
 import pytest
+
 from tp2qual.checks.stats import Summary, percentile, ratio, summarize, t_critical_95
 
 

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 import pytest
+
 from tp2qual.checks.toolcalls import (
     check_call,
     check_stream_matches,

@@ -56,6 +56,11 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
+MANIFEST = "manifest.json"
+REPORT = "report.html"
+NOT_HASHED = (MANIFEST, REPORT)  # the manifest itself; the report is regenerated from the run
+
+
 def manifest(run_dir: Path, *, exclude: tuple[str, ...] = ("manifest.json",)) -> dict[str, Any]:
     """sha256 and size of every file under the run folder, by relative path."""
     files = {}
@@ -65,3 +70,13 @@ def manifest(run_dir: Path, *, exclude: tuple[str, ...] = ("manifest.json",)) ->
             continue
         files[rel] = {"sha256": sha256_of(path), "bytes": path.stat().st_size}
     return {"algorithm": "sha256", "files": files}
+
+
+def write_manifest(run_dir: Path, **meta: Any) -> Path:
+    """Hash the run folder now and replace ``manifest.json`` atomically (a crash keeps the last)."""
+    body = manifest(run_dir, exclude=NOT_HASHED) | meta
+    path = run_dir / MANIFEST
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(_dumps(body, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path

@@ -37,9 +37,21 @@ def probe_argv(candidate: Candidate, timeout_s: float) -> list[str]:
     docker = candidate.launch["docker"]
     env = [f"--env={k}={v}" for k, v in sorted(candidate.env().items())]
     shm = ["--ipc=host"] if docker.get("ipc_host", True) else [f"--shm-size={docker['shm_size']}"]
-    return ["docker", "run", "--rm", "--network=host", "--gpus=all", *shm, *env,
-            f"--volume={PROBE_FILE}:{IN_IMAGE}:ro", "--entrypoint=python3",
-            "--label=tp2qual.probe=1", docker["image"], IN_IMAGE, *args]
+    return [
+        "docker",
+        "run",
+        "--rm",
+        "--network=host",
+        "--gpus=all",
+        *shm,
+        *env,
+        f"--volume={PROBE_FILE}:{IN_IMAGE}:ro",
+        "--entrypoint=python3",
+        "--label=tp2qual.probe=1",
+        docker["image"],
+        IN_IMAGE,
+        *args,
+    ]
 
 
 def run_probe(candidate: Candidate, timeout_s: float) -> ProbeRun:
@@ -48,8 +60,9 @@ def run_probe(candidate: Candidate, timeout_s: float) -> ProbeRun:
     env = {**os.environ, **candidate.env(), "NCCL_DEBUG": "INFO"}
     began = time.monotonic()
     try:
-        done = subprocess.run(argv, env=env, capture_output=True, text=True,
-                              timeout=timeout_s + 30, check=False)
+        done = subprocess.run(
+            argv, env=env, capture_output=True, text=True, timeout=timeout_s + 30, check=False
+        )
         code, output = done.returncode, done.stdout + done.stderr
     except subprocess.TimeoutExpired as exc:
         code = 124

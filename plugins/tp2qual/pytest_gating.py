@@ -9,6 +9,7 @@ report wrapper writes each test's outcome into the record, so the next gate can 
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Generator
 from pathlib import Path
@@ -124,8 +125,8 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
-    context = _context(item)
-    if context is not None and not report.skipped:
+    context = None if report.skipped else _context(item)  # no record for a skipped candidate
+    if context is not None:
         _note(item, report, *context)
         if report.failed and call.excinfo is not None and call.excinfo.errisinstance(ServerError):
             _, record, gate = context
@@ -166,8 +167,15 @@ def _one_line_cause(report: pytest.TestReport) -> str:
     return phase + text.strip().splitlines()[0][:500] if text.strip() else phase + "failed"
 
 
-def _excerpt(record: CandidateRecord, n: int = 20) -> list[str]:
+_TELLING = re.compile(r"error|exception|traceback|fatal|warn|fail|killed|abort|refused", re.I)
+
+
+def _excerpt(record: CandidateRecord, scan: int = 400, keep: int = 15, tail: int = 5) -> list[str]:
+    """The log lines that explain a failure: the last error-looking lines, then the very end
+    (engines end their logs with timing noise, so a bare tail rarely says why)."""
     log = Path(record.evidence.root / "server.log")
     if not log.is_file():
         return []
-    return log.read_text(errors="replace").splitlines()[-n:]
+    lines = log.read_text(errors="replace").splitlines()[-scan:]
+    telling = [line for line in lines[:-tail] if _TELLING.search(line)][-keep:]
+    return [*telling, *(["..."] if telling else []), *lines[-tail:]]

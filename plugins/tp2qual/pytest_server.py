@@ -8,14 +8,14 @@ log tail (later gates are then blocked by the gating plugin, not re-raised N tim
 
 from __future__ import annotations
 
-from contextlib import nullcontext
 from collections.abc import Callable, Iterator
+from contextlib import nullcontext
 from typing import Any
 
 import pytest
 
 from .candidate import Candidate
-from .claims import Claim, derive
+from .claims import make_claim
 from .identity import engine_identity, host_identity, model_identity
 from .launch import Launcher, ProcessLauncher
 from .pytest_candidates import run_key
@@ -86,8 +86,9 @@ def record(candidate: Candidate, request: pytest.FixtureRequest) -> CandidateRec
 
 
 @pytest.fixture(scope="session")
-def server(candidate: Candidate, record: CandidateRecord,
-           request: pytest.FixtureRequest) -> Iterator[Server]:
+def server(
+    candidate: Candidate, record: CandidateRecord, request: pytest.FixtureRequest
+) -> Iterator[Server]:
     state = request.config.stash[run_key]
     model = model_identity(candidate)  # raises PinMismatch before anything starts
     record.identity["model"] = model
@@ -99,9 +100,12 @@ def server(candidate: Candidate, record: CandidateRecord,
     try:
         launcher.start()
         record.identity["launch"] = launcher.identity()
-        readiness = wait_ready(launcher, served_name=candidate.served_name,
-                               timeout_s=candidate.readiness_timeout_s,
-                               progress=_progress_printer(request.config, candidate))
+        readiness = wait_ready(
+            launcher,
+            served_name=candidate.served_name,
+            timeout_s=candidate.readiness_timeout_s,
+            progress=_progress_printer(request.config, candidate),
+        )
         record.evidence.write_json("readiness.json", readiness.as_dict())
         record.identity["engine"] = engine_identity(candidate, launcher.base_url)
         record.identity["launch"] = launcher.identity()
@@ -145,12 +149,11 @@ def claim(record: CandidateRecord, request: pytest.FixtureRequest) -> Callable[.
     gate = gate_of(request.node)
 
     def make(name: str, artifact: str, **spec: Any) -> Any:
-        value = derive(record.evidence.root / artifact, spec)
-        result = record.gates[gate] if gate else None
-        if result is not None:
-            result.claims = [c for c in result.claims if c.name != name]
-            result.claims.append(Claim(name, value, artifact, spec))
+        made = make_claim(record.evidence.root, name, artifact, spec)
+        if gate is not None:
+            result = record.gates[gate]
+            result.claims = [c for c in result.claims if c.name != name] + [made]
             record.save()
-        return value
+        return made.value
 
     return make

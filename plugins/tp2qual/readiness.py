@@ -82,14 +82,16 @@ def wait_ready(
                 raise StartupExited(
                     f"server exited during start-up after {elapsed:.1f}s ({exited.describe()})\n"
                     f"  last log lines:\n{_tail_text(launcher)}",
-                    candidate=name, log_path=launcher.log.path,
+                    candidate=name,
+                    log_path=launcher.log.path,
                 )
             if elapsed > timeout_s:
                 raise StartupTimeout(
                     f"not ready after {timeout_s:.0f}s (stage: {_stage(state)}); raise "
                     f"launch.readiness_timeout_s if the engine is only slow\n"
                     f"  last log lines:\n{_tail_text(launcher)}",
-                    candidate=name, log_path=launcher.log.path,
+                    candidate=name,
+                    log_path=launcher.log.path,
                 )
             state.polls += 1
             if _advance(client, state, served_name, elapsed, timeout_s - elapsed):

@@ -8,16 +8,41 @@ which is also what a crash leaves on disk, since the file is rewritten after eve
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from .candidate import GATES, Candidate
-from .claims import Claim
+from .claims import Claim, stamp
 from .evidence import Evidence
 
 PASSED, FAILED, BLOCKED, NOT_APPLICABLE, NOT_RUN = (
-    "passed", "failed", "blocked", "not_applicable", "not_run",
+    "passed",
+    "failed",
+    "blocked",
+    "not_applicable",
+    "not_run",
 )
+
+
+def derive_verdict(outcomes: set[str], *, finished: bool, unbacked_claims: int) -> str:
+    """The rule, in one place (``verify`` applies it to a finding on disk)."""
+    if FAILED in outcomes:
+        return "FAIL"
+    if not finished or outcomes - {PASSED, NOT_APPLICABLE}:
+        return "INCOMPLETE"
+    if unbacked_claims:
+        return "INCOMPLETE"
+    return "PASS"
+
+
+def unbacked(gates: Iterable[tuple[str, list[str]]]) -> int:
+    """Claims naming no artifact, plus passed gates that claim nothing: either keeps PASS away.
+    ``gates`` yields (outcome, [claim artifact, ...]) per gate."""
+    return sum(
+        sum(not artifact for artifact in artifacts) + (outcome == PASSED and not artifacts)
+        for outcome, artifacts in gates
+    )
 
 
 @dataclass
@@ -58,14 +83,13 @@ class CandidateRecord:
         return None
 
     def verdict(self) -> str:
-        outcomes = {g.outcome for g in self.gates.values()}
-        if FAILED in outcomes:
-            return "FAIL"
-        if not self.finished or outcomes - {PASSED, NOT_APPLICABLE}:
-            return "INCOMPLETE"
-        if any(not c.artifact for g in self.gates.values() for c in g.claims):
-            return "INCOMPLETE"
-        return "PASS"
+        return derive_verdict(
+            {g.outcome for g in self.gates.values()},
+            finished=self.finished,
+            unbacked_claims=unbacked(
+                (g.outcome, [c.artifact for c in g.claims]) for g in self.gates.values()
+            ),
+        )
 
     def as_dict(self) -> dict[str, Any]:
         failure = self.first_failure()
@@ -80,9 +104,12 @@ class CandidateRecord:
             "candidate_spec": self.candidate.spec,
             "identity": self.identity,
             "verdict": self.verdict(),
+            "finished": self.finished,
             "failed_gate": failure[0] if failure else None,
             "gates": {g: r.as_dict() for g, r in self.gates.items()},
         }
 
     def save(self) -> None:
+        for result in self.gates.values():  # claims made without a stamp get one now
+            result.claims = [stamp(self.evidence.root, c) for c in result.claims]
         self.evidence.write_json("finding.json", self.as_dict())

@@ -1,0 +1,350 @@
+"""verify: a consistent run passes; each way of breaking it is caught and named.
+
+``write_run`` builds a small run folder through the real core (RunState, CandidateRecord,
+Evidence, ``claims.make_claim``, ``close_run``), so the folder is what a real run leaves; the
+tests then break it one way each and expect ``verify`` to say so and the CLI to exit non-zero.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+
+from tp2qual.__main__ import main
+from tp2qual.candidate import GATES, Candidate
+from tp2qual.checks.stats import summarize
+from tp2qual.claims import make_claim
+from tp2qual.evidence import write_manifest
+from tp2qual.pytest_evidence import close_run
+from tp2qual.record import NOT_APPLICABLE, PASSED, CandidateRecord
+from tp2qual.runstate import RunState
+from tp2qual.verify import verify_run
+
+NAME = "fake-local"
+RUN_ID = "20260101T000000Z-aaaa"
+REVISION = "0123456789abcdef0123456789abcdef01234567"
+FIGURES = ("ttft_s", "tpot_s", "decode_tok_s", "e2e_s")
+
+
+def fake_candidate(root: Path, name: str = NAME, env: dict[str, str] | None = None) -> Candidate:
+    spec = {
+        "name": name,
+        "description": "a synthetic candidate for the evidence self-tests",
+        "model": {"repo": "example/Tiny-Model", "revision": REVISION, "served_name": "tiny"},
+        "engine": {"kind": "vllm", "version": "0.0.test"},
+        "launch": {
+            "kind": "process",
+            "command": ["{python}", "-m", "tiny", "--port", "{port}"],
+            "env": env or {},
+        },
+        "serve": {"tensor_parallel_size": 1, "max_model_len": 2048},
+        "gpus": {"count": 0},
+    }
+    return Candidate(root / f"{name}.toml", spec)
+
+
+def _gate(record: CandidateRecord, gate: str, claims: Sequence[tuple[str, str, dict]]) -> None:
+    result = record.gates[gate]
+    result.claims = [make_claim(record.evidence.root, n, a, s) for n, a, s in claims]
+    result.outcome, result.seconds = PASSED, 0.5
+    record.save()
+
+
+def _identity(record: CandidateRecord) -> None:
+    ev = record.evidence
+    record.identity = {
+        "model": {
+            "repo": "example/Tiny-Model",
+            "resolved_revision": REVISION,
+            "requested_revision": REVISION,
+            "served_name": "tiny",
+        },
+        "engine": {"kind": "vllm", "version": "0.0.test"},
+        "launch": {
+            "launcher": "process",
+            "argv": ["python", "-m", "tiny", "--port", "8000"],
+            "image_digest": "sha256:" + "ab" * 32,
+        },
+    }
+    ev.write_json("identity/model.json", record.identity["model"])
+    ev.write_json("launch.json", record.identity["launch"])
+    ev.write_text("server.log", "INFO starting tiny\nINFO ready on 127.0.0.1:8000\n")
+
+
+def _functional_gates(record: CandidateRecord) -> None:
+    ev = record.evidence
+    ev.write_json("preflight.json", {"gpus_ok": True, "busy": []})
+    _gate(record, "preflight", [("gpus_ok", "preflight.json", {"op": "field", "path": "gpus_ok"})])
+    record.gates["nccl"].outcome = NOT_APPLICABLE
+    record.gates["nccl"].reason = "not applicable: tensor_parallel_size = 1"
+    ev.append_jsonl(
+        "model_list.jsonl", {"tag": "models", "status": 200, "response": {"data": [{"id": "tiny"}]}}
+    )
+    _gate(
+        record,
+        "model_list",
+        [("served_model", "model_list.jsonl", {"op": "field", "path": "response.data.0.id"})],
+    )
+    for pid in ("capital", "sum"):
+        ev.append_jsonl(
+            "deterministic_verdicts.jsonl", {"id": pid, "correct": True, "identical": True}
+        )
+    _gate(
+        record,
+        "deterministic",
+        [
+            (
+                "known_answers_correct",
+                "deterministic_verdicts.jsonl",
+                {"op": "all", "field": "correct"},
+            )
+        ],
+    )
+    for i in range(3):
+        ev.append_jsonl("repetition_metrics.jsonl", {"prompt": i, "ok": True, "zlib_ratio": 1.8})
+    _gate(
+        record,
+        "repetition",
+        [
+            ("long_outputs_clean", "repetition_metrics.jsonl", {"op": "all", "field": "ok"}),
+            ("long_outputs", "repetition_metrics.jsonl", {"op": "count"}),
+        ],
+    )
+    ev.append_jsonl("tool_calls_verdicts.jsonl", {"mode": "auto", "ok": True})
+    _gate(
+        record,
+        "tool_calls",
+        [("tool_calls_ok", "tool_calls_verdicts.jsonl", {"op": "all", "field": "ok"})],
+    )
+
+
+def _capacity(record: CandidateRecord) -> None:
+    """Two claims on one growing JSONL: the first is derived before the second record exists."""
+    ev, root = record.evidence, record.evidence.root
+    ev.append_jsonl("capacity_results.jsonl", {"check": "needle", "fill": 0.91, "ok": True})
+    first = make_claim(
+        root, "needle_prompt_fill", "capacity_results.jsonl", {"op": "field", "path": "fill"}
+    )
+    ev.append_jsonl("capacity_results.jsonl", {"check": "over_bound", "status": 400, "ok": True})
+    second = make_claim(
+        root, "over_bound_status", "capacity_results.jsonl", {"op": "field", "path": "status"}
+    )
+    record.gates["capacity"].claims = [first, second]
+    record.gates["capacity"].outcome = PASSED
+    record.save()
+
+
+def _throughput(record: CandidateRecord, ttft: Sequence[float], rate: Sequence[float]) -> None:
+    ev = record.evidence
+    ev.append_jsonl(
+        "throughput_samples.jsonl",
+        {"phase": "warmup", "i": 0, "ttft_s": 1.0, "decode_tok_s": 10.0, "tpot_s": 0.1, "e2e_s": 2},
+    )
+    for i, (t, r) in enumerate(zip(ttft, rate, strict=True)):
+        ev.append_jsonl(
+            "throughput_samples.jsonl",
+            {
+                "phase": "sample",
+                "i": i,
+                "ttft_s": t,
+                "decode_tok_s": r,
+                "tpot_s": 1 / r,
+                "e2e_s": t + 127 / r,
+            },
+        )
+    samples = [
+        json.loads(x)
+        for x in (ev.root / "throughput_samples.jsonl").read_text().split("\n")
+        if x and '"sample"' in x
+    ]
+    summary = {k: summarize([s[k] for s in samples]).as_dict() for k in FIGURES}
+    ev.write_json("throughput_summary.json", summary)
+    where = {"phase": "sample"}
+    _gate(
+        record,
+        "throughput",
+        [
+            (
+                f"{k}_median",
+                "throughput_samples.jsonl",
+                {"op": "median", "field": k, "where": where},
+            )
+            for k in ("ttft_s", "decode_tok_s")
+        ]
+        + [("samples", "throughput_samples.jsonl", {"op": "count", "where": where})],
+    )
+
+
+def write_run(
+    root: Path,
+    *,
+    run_id: str = RUN_ID,
+    name: str = NAME,
+    ttft: Sequence[float] = (0.21, 0.2, 0.22, 0.19, 0.2),
+    rate: Sequence[float] = (61.0, 60.2, 59.8, 60.5, 61.3),
+    env: dict[str, str] | None = None,
+) -> Path:
+    """A consistent, finished, passing run folder under ``root``; returns the run folder."""
+    candidate = fake_candidate(root, name, env)
+    state = RunState(root, [candidate], run_id=run_id)
+    record = state.record(candidate)
+    _identity(record)
+    _functional_gates(record)
+    _capacity(record)
+    _throughput(record, ttft, rate)
+    close_run(state, interrupted=False)
+    return state.run_dir
+
+
+def rehash(run_dir: Path) -> None:
+    """A manifest consistent with what is on disk now (a bad claim, not a tampered file)."""
+    write_manifest(run_dir, run_id=run_dir.name, final=True)
+
+
+def edit_finding(run_dir: Path, change: Callable[[dict], object]) -> None:
+    path = run_dir / NAME / "finding.json"
+    finding = json.loads(path.read_text())
+    change(finding)
+    path.write_text(json.dumps(finding, indent=2, sort_keys=True) + "\n")
+
+
+def kinds(run_dir: Path) -> list[tuple[str, str]]:
+    return [(p.kind, p.where) for p in verify_run(run_dir).problems]
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path) -> Path:
+    return write_run(tmp_path / "results")
+
+
+def test_a_consistent_run_verifies(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    result = verify_run(run_dir)
+    assert result.ok, [p.line() for p in result.problems]
+    assert (result.candidates, result.final_manifest) == (1, True)
+    assert result.claims == 11
+    assert result.files >= 12
+    assert main(["verify", str(run_dir)]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 1 and out[0].startswith(f"verify {RUN_ID}: OK")
+
+
+def test_latest_and_the_results_folder_are_accepted(run_dir: Path) -> None:
+    assert (run_dir.parent / "latest").is_symlink()
+    assert verify_run(run_dir.parent / "latest").ok
+    assert verify_run(run_dir.parent).run_dir == run_dir.resolve()
+
+
+def test_every_claim_is_stamped_with_its_artifact_sha256(run_dir: Path) -> None:
+    finding = json.loads((run_dir / NAME / "finding.json").read_text())
+    claims = [c for g in finding["gates"].values() for c in g["claims"]]
+    assert claims and all(len(c["sha256"]) == 64 and c["bytes"] > 0 for c in claims)
+    fill, status = finding["gates"]["capacity"]["claims"]
+    assert fill["bytes"] < status["bytes"]  # derived before the file grew; still verifiable
+
+
+def test_a_tampered_artifact_is_caught(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = run_dir / NAME / "deterministic_verdicts.jsonl"
+    path.write_text(path.read_text().replace('"correct": true', '"correct": false', 1))
+    found = kinds(run_dir)
+    assert ("tampered", f"{NAME}/deterministic_verdicts.jsonl") in found
+    assert any(k == "tampered" and "known_answers_correct" in w for k, w in found)
+    assert main(["verify", str(run_dir)]) == 1
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].startswith("TAMPERED") and "problem(s)" in lines[-1]
+
+
+def test_a_deleted_artifact_is_caught(run_dir: Path) -> None:
+    (run_dir / NAME / "throughput_samples.jsonl").unlink()
+    found = kinds(run_dir)
+    assert ("missing", f"{NAME}/throughput_samples.jsonl") in found
+    assert sum(k == "missing" for k, _ in found) == 4  # the file and its three claims
+
+
+def test_an_added_file_is_caught(run_dir: Path) -> None:
+    (run_dir / NAME / "extra.json").write_text("{}")
+    assert kinds(run_dir) == [("unlisted", f"{NAME}/extra.json")]
+
+
+def test_a_claim_its_artifact_does_not_contain_is_caught(run_dir: Path) -> None:
+    def point_elsewhere(finding: dict) -> None:
+        finding["gates"]["model_list"]["claims"][0]["derive"]["path"] = "response.data.1.id"
+
+    edit_finding(run_dir, point_elsewhere)
+    rehash(run_dir)  # the files agree with the manifest: only the claim is wrong
+    problems = verify_run(run_dir).problems
+    assert [(p.kind, p.where) for p in problems] == [
+        ("claim", f"{NAME}/finding.json [model_list.served_model]")
+    ]
+    assert "not found in model_list.jsonl" in problems[0].detail
+
+
+def test_a_claimed_value_the_artifact_does_not_give_is_caught(run_dir: Path) -> None:
+    def inflate(finding: dict) -> None:
+        finding["gates"]["throughput"]["claims"][1]["value"] = 95.0  # decode_tok_s_median
+
+    edit_finding(run_dir, inflate)
+    rehash(run_dir)
+    problems = verify_run(run_dir).problems
+    assert len(problems) == 1 and problems[0].kind == "claim"
+    assert "claims 95.0, throughput_samples.jsonl gives 60.5" in problems[0].detail
+
+
+def test_rewritten_claimed_bytes_are_caught_even_with_a_fresh_manifest(run_dir: Path) -> None:
+    path = run_dir / NAME / "capacity_results.jsonl"
+    path.write_text(path.read_text().replace('"fill": 0.91', '"fill": 0.55'))
+    rehash(run_dir)
+    found = kinds(run_dir)
+    assert found == [
+        ("tampered", f"{NAME}/finding.json [capacity.needle_prompt_fill]"),
+        ("tampered", f"{NAME}/finding.json [capacity.over_bound_status]"),
+    ]
+
+
+def test_a_pass_without_claims_is_caught(run_dir: Path) -> None:
+    edit_finding(run_dir, lambda f: f["gates"]["tool_calls"].update(claims=[]))
+    rehash(run_dir)
+    problems = verify_run(run_dir).problems
+    assert [(p.kind, p.detail) for p in problems] == [
+        ("verdict", "states PASS but its gates give INCOMPLETE"),
+        ("unbacked", "PASS, but gate tool_calls has no claim"),
+    ]
+
+
+def test_a_pass_whose_claim_names_no_artifact_is_caught(run_dir: Path) -> None:
+    edit_finding(run_dir, lambda f: f["gates"]["preflight"]["claims"][0].update(artifact=""))
+    rehash(run_dir)
+    found = {p.kind: p.detail for p in verify_run(run_dir).problems}
+    assert found["unbacked"] == "PASS, but claim preflight.gpus_ok names no artifact"
+    assert found["verdict"] == "states PASS but its gates give INCOMPLETE"
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (
+            lambda f: f["gates"]["throughput"].update(outcome="not_run"),
+            "states PASS but its gates give INCOMPLETE",
+        ),
+        (lambda f: f.update(finished=False), "states PASS but its gates give INCOMPLETE"),
+        (lambda f: f["gates"].pop("throughput"), "states PASS but its gates give INCOMPLETE"),
+        (lambda f: f.update(verdict="FAIL"), "states FAIL but its gates give PASS"),
+    ],
+)
+def test_a_verdict_its_gates_do_not_give_is_caught(run_dir: Path, change, expected: str) -> None:
+    edit_finding(run_dir, change)
+    rehash(run_dir)
+    details = [p.detail for p in verify_run(run_dir).problems if p.kind == "verdict"]
+    assert details == [expected]
+
+
+def test_a_missing_manifest_and_a_missing_run(tmp_path: Path, run_dir: Path) -> None:
+    (run_dir / "manifest.json").unlink()
+    assert ("manifest", "manifest.json") in kinds(run_dir)
+    assert main(["verify", str(tmp_path / "nowhere")]) == 2
+
+
+def test_gates_cover_the_whole_order() -> None:
+    assert GATES[0] == "preflight" and GATES[-1] == "throughput"  # write_run covers each gate

@@ -1,0 +1,403 @@
+"""The HTML evidence report: a typed view of a run folder, rendered by one autoescaped template.
+
+``build_run`` reads ``results/<run-id>/`` (findings, manifest, identity, throughput artifacts)
+into frozen dataclasses; ``render`` fills ``templates/report.html.j2``; ``write_report`` puts the
+result at ``results/<run-id>/report.html``. Everything comes from disk, so the report can be
+rebuilt at any time (``python -m tp2qual report results/<run>``). One self-contained file: CSS
+and SVG inline, links relative to the run folder, nothing fetched.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import jinja2
+
+from .candidate import GATES
+from .claims import read_records
+from .evidence import MANIFEST, REPORT
+from .verify import FINDING, verify_run
+
+OUTCOME_LABELS = {
+    "passed": "passed",
+    "failed": "failed",
+    "blocked": "blocked",
+    "not_applicable": "not applicable",
+    "not_run": "not run",
+}
+FIGURES = {
+    "ttft_s": ("TTFT", "s"),
+    "tpot_s": ("TPOT", "s/token"),
+    "decode_tok_s": ("decode rate", "tokens/s"),
+    "e2e_s": ("end-to-end", "s"),
+}
+PLOTTED = ("ttft_s", "decode_tok_s")
+SUMMARY, SAMPLES = "throughput_summary.json", "throughput_samples.jsonl"
+
+
+@dataclass(frozen=True)
+class Link:
+    href: str  # relative to the run folder, URL-quoted
+    label: str
+    size: int | None = None
+    sha256: str = ""
+
+
+@dataclass(frozen=True)
+class ClaimRow:
+    name: str
+    value: str
+    artifact: Link | None
+    sha256: str
+
+
+@dataclass(frozen=True)
+class GateRow:
+    name: str
+    outcome: str
+    label: str
+    reason: str
+    seconds: float
+    claims: tuple[ClaimRow, ...]
+    tests: tuple[tuple[str, str], ...]
+    excerpt: tuple[str, ...]
+    links: tuple[Link, ...]
+
+
+@dataclass(frozen=True)
+class Fact:
+    label: str
+    value: str
+
+
+@dataclass(frozen=True)
+class StatRow:
+    figure: str
+    unit: str
+    cells: tuple[str, ...]  # n, mean, median, stdev, p90, p99, 95 % CI
+
+
+@dataclass(frozen=True)
+class Plot:
+    title: str
+    unit: str
+    width: int
+    height: int
+    polyline: str
+    dots: tuple[tuple[float, float, str], ...]  # x, y, tooltip
+    top: str
+    bottom: str
+
+
+@dataclass(frozen=True)
+class CompareRow:
+    figure: str
+    now: str
+    before: str
+    ratio: str
+
+
+@dataclass(frozen=True)
+class Comparison:
+    run_id: str
+    report: str  # relative link to the older run's report
+    verdict_now: str
+    verdict_before: str
+    rows: tuple[CompareRow, ...]
+
+
+@dataclass(frozen=True)
+class CandidateView:
+    name: str
+    verdict: str
+    failed_gate: str
+    started: str
+    description: str
+    gates: tuple[GateRow, ...]
+    identity: tuple[Fact, ...]
+    launch_flags: tuple[str, ...]
+    failures: tuple[GateRow, ...]
+    stats: tuple[StatRow, ...]
+    plots: tuple[Plot, ...]
+    artifacts: tuple[Link, ...]
+    comparison: Comparison | None
+
+
+@dataclass(frozen=True)
+class RunView:
+    run_id: str
+    generated: str
+    candidates: tuple[CandidateView, ...]
+    verify_summary: str
+    verify_ok: bool
+    verify_lines: tuple[str, ...]
+
+
+# ---------------------------------------------------------------- formatting (pure)
+
+
+def fmt(value: Any, width: int = 160) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def ratio(now: Any, before: Any) -> str:
+    if not isinstance(now, int | float) or not isinstance(before, int | float) or not before:
+        return "—"
+    return f"{now / before:.3f}x"
+
+
+def plot(title: str, unit: str, values: list[float], width: int = 360, height: int = 130) -> Plot:
+    """An SVG line of one value per sample, scaled to the box with a margin for labels."""
+    left, right, top, bottom = 8, 8, 14, 18
+    low, high = min(values), max(values)
+    span = (high - low) or abs(high) or 1.0
+    low, high = low - span * 0.1, high + span * 0.1
+    step = (width - left - right) / max(1, len(values) - 1)
+    points = []
+    for i, value in enumerate(values):
+        x = left + i * step if len(values) > 1 else width / 2
+        y = top + (high - value) / (high - low) * (height - top - bottom)
+        points.append((round(x, 1), round(y, 1), f"sample {i}: {value:.4g} {unit}"))
+    polyline = " ".join(f"{x},{y}" for x, y, _ in points)
+    return Plot(title, unit, width, height, polyline, tuple(points), f"{high:.4g}", f"{low:.4g}")
+
+
+# ---------------------------------------------------------------- reading a run (disk)
+
+
+def _json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _link(run_dir: Path, path: Path, manifest: dict[str, Any]) -> Link:
+    rel = path.relative_to(run_dir).as_posix()
+    entry = manifest.get(rel, {})
+    return Link(quote(rel), rel.split("/", 1)[-1], path.stat().st_size, entry.get("sha256", ""))
+
+
+def gate_artifacts(cand_dir: Path, gate: str, claimed: list[str]) -> list[Path]:
+    """The files a gate wrote or cites: its own (named after it) and its claims' artifacts."""
+    own = [p for p in sorted(cand_dir.glob(f"{gate}*")) if p.is_file()]
+    cited = [cand_dir / a for a in claimed if a and (cand_dir / a).is_file()]
+    return list(dict.fromkeys([*own, *cited]))
+
+
+def build_gate(
+    run_dir: Path, cand_dir: Path, gate: str, data: dict[str, Any], manifest: dict[str, Any]
+) -> GateRow:
+    claims = data.get("claims") or []
+    files = gate_artifacts(cand_dir, gate, [c.get("artifact", "") for c in claims])
+    if data.get("outcome") == "failed" and (cand_dir / "server.log").is_file():
+        files.append(cand_dir / "server.log")
+    rows = tuple(
+        ClaimRow(
+            c.get("name", "?"),
+            fmt(c.get("value")),
+            _claim_link(run_dir, cand_dir, c, manifest),
+            (c.get("sha256") or "")[:12],
+        )
+        for c in claims
+    )
+    outcome = data.get("outcome", "not_run")
+    return GateRow(
+        gate,
+        outcome,
+        OUTCOME_LABELS.get(outcome, outcome),
+        data.get("reason", ""),
+        float(data.get("seconds") or 0.0),
+        rows,
+        tuple(sorted((data.get("tests") or {}).items())),
+        tuple(data.get("excerpt") or ()),
+        tuple(_link(run_dir, p, manifest) for p in files),
+    )
+
+
+def _claim_link(
+    run_dir: Path, cand_dir: Path, claim: dict[str, Any], manifest: dict[str, Any]
+) -> Link | None:
+    path = cand_dir / (claim.get("artifact") or "")
+    return _link(run_dir, path, manifest) if claim.get("artifact") and path.is_file() else None
+
+
+def identity_facts(cand_dir: Path, finding: dict[str, Any]) -> tuple[Fact, ...]:
+    ident = finding.get("identity") or {}
+    model = ident.get("model") or _json(cand_dir / "identity/model.json") or {}
+    engine = ident.get("engine") or _json(cand_dir / "identity/engine.json") or {}
+    launch = ident.get("launch") or _json(cand_dir / "launch.json") or {}
+    spec = finding.get("candidate_spec") or {}
+    topology = ident.get("topology") or _json(cand_dir / "identity/topology.json")
+    facts = [
+        ("model", model.get("repo") or (spec.get("model") or {}).get("repo")),
+        ("model SHA", model.get("file_sha256") or model.get("resolved_revision")),
+        ("pinned revision", model.get("requested_revision")),
+        ("served name", model.get("served_name")),
+        ("quantization", model.get("quantization")),
+        ("engine", engine.get("kind") or (spec.get("engine") or {}).get("kind")),
+        ("engine version", engine.get("version")),
+        ("image digest", launch.get("image_digest") or ident.get("image_digest")),
+        ("launcher", launch.get("launcher")),
+        ("tensor parallel", (spec.get("serve") or {}).get("tensor_parallel_size")),
+        ("bounded context", (spec.get("serve") or {}).get("max_model_len")),
+        ("GPU topology", topology),
+        ("host", (ident.get("host") or {}).get("os")),
+    ]
+    return tuple(Fact(k, fmt(v, 400)) for k, v in facts if v not in (None, "", {}, []))
+
+
+def launch_flags(cand_dir: Path, finding: dict[str, Any]) -> tuple[str, ...]:
+    launch = _json(cand_dir / "launch.json") or (finding.get("identity") or {}).get("launch") or {}
+    return tuple(str(a) for a in launch.get("argv") or ())
+
+
+def stat_rows(summary: dict[str, Any] | None) -> tuple[StatRow, ...]:
+    rows = []
+    summary = summary or {}
+    ordered = [k for k in FIGURES if k in summary] + sorted(set(summary) - set(FIGURES))
+    for key, stats in ((k, summary[k]) for k in ordered):
+        if not isinstance(stats, dict):
+            continue
+        title, unit = FIGURES.get(key, (key, ""))
+        ci = f"[{fmt(stats.get('ci95_low'))}, {fmt(stats.get('ci95_high'))}]"
+        cells = tuple(fmt(stats.get(k)) for k in ("n", "mean", "median", "stdev", "p90", "p99"))
+        rows.append(StatRow(title, unit, (*cells, ci)))
+    return tuple(rows)
+
+
+def sample_plots(cand_dir: Path) -> tuple[Plot, ...]:
+    path = cand_dir / SAMPLES
+    if not path.is_file():
+        return ()
+    try:
+        samples = [r for r in read_records(path) if r.get("phase", "sample") == "sample"]
+    except ValueError:
+        return ()
+    plots = []
+    for key in PLOTTED:
+        values = [float(r[key]) for r in samples if isinstance(r.get(key), int | float)]
+        if values:
+            title, unit = FIGURES[key]
+            plots.append(plot(f"{title} per sample", unit, values))
+    return tuple(plots)
+
+
+def previous_run(run_dir: Path, candidate: str) -> Path | None:
+    """The newest older run folder beside this one holding this candidate's finding."""
+    older = [
+        p
+        for p in run_dir.parent.iterdir()
+        if p.is_dir()
+        and not p.is_symlink()
+        and p.name < run_dir.name
+        and (p / candidate / FINDING).is_file()
+    ]
+    return max(older, key=lambda p: p.name) if older else None
+
+
+def comparison(run_dir: Path, candidate: str, verdict: str) -> Comparison | None:
+    before_dir = previous_run(run_dir, candidate)
+    if before_dir is None:
+        return None
+    before = _json(before_dir / candidate / FINDING) or {}
+    now_stats = _json(run_dir / candidate / SUMMARY) or {}
+    old_stats = _json(before_dir / candidate / SUMMARY) or {}
+    medians = {
+        k: (now_stats[k].get("median"), old_stats[k].get("median"))
+        for k in FIGURES
+        if isinstance(now_stats.get(k), dict) and isinstance(old_stats.get(k), dict)
+    }
+    rows = tuple(
+        CompareRow(f"{FIGURES[k][0]} median ({FIGURES[k][1]})", fmt(now), fmt(old), ratio(now, old))
+        for k, (now, old) in medians.items()
+    )
+    return Comparison(
+        before_dir.name,
+        f"../{quote(before_dir.name)}/{REPORT}",
+        verdict,
+        before.get("verdict", "?"),
+        rows,
+    )
+
+
+def build_candidate(run_dir: Path, cand_dir: Path, manifest: dict[str, Any]) -> CandidateView:
+    finding = _json(cand_dir / FINDING) or {}
+    gates_data = finding.get("gates") or {}
+    gates = tuple(
+        build_gate(run_dir, cand_dir, g, gates_data.get(g) or {}, manifest) for g in GATES
+    )
+    verdict = finding.get("verdict", "INCOMPLETE")
+    files = sorted(p for p in cand_dir.rglob("*") if p.is_file() and not p.name.endswith(".tmp"))
+    return CandidateView(
+        name=cand_dir.name,
+        verdict=verdict,
+        failed_gate=finding.get("failed_gate") or "",
+        started=finding.get("started", ""),
+        description=(finding.get("candidate_spec") or {}).get("description", ""),
+        gates=gates,
+        identity=identity_facts(cand_dir, finding),
+        launch_flags=launch_flags(cand_dir, finding),
+        failures=tuple(g for g in gates if g.outcome == "failed"),
+        stats=stat_rows(_json(cand_dir / SUMMARY)),
+        plots=sample_plots(cand_dir),
+        artifacts=tuple(_link(run_dir, p, manifest) for p in files),
+        comparison=comparison(run_dir, cand_dir.name, verdict),
+    )
+
+
+def build_run(run_dir: Path) -> RunView:
+    run_dir = run_dir.resolve()
+    manifest = (_json(run_dir / MANIFEST) or {}).get("files", {})
+    candidates = tuple(
+        build_candidate(run_dir, p.parent, manifest) for p in sorted(run_dir.glob(f"*/{FINDING}"))
+    )
+    check = verify_run(run_dir)
+    return RunView(
+        run_dir.name,
+        dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        candidates,
+        check.summary(),
+        check.ok,
+        tuple(p.line() for p in check.problems[:50]),
+    )
+
+
+# ---------------------------------------------------------------- rendering
+
+
+@cache
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("tp2qual", "templates"),
+        autoescape=jinja2.select_autoescape(["html", "j2"], default=True),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+def render(view: RunView) -> str:
+    return _environment().get_template("report.html.j2").render(run=view)
+
+
+def write_report(run_dir: Path) -> Path:
+    """Build and write ``report.html`` in the run folder (atomically); return its path."""
+    path = run_dir / REPORT
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(render(build_run(run_dir)), encoding="utf-8")
+    tmp.replace(path)
+    return path
