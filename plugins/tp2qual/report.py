@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -22,158 +21,27 @@ import jinja2
 from .candidate import GATES
 from .claims import read_records
 from .evidence import MANIFEST, REPORT
+from .report_model import (
+    FIGURES,
+    OUTCOME_LABELS,
+    PLOTTED,
+    SAMPLES,
+    SUMMARY,
+    CandidateView,
+    ClaimRow,
+    CompareRow,
+    Comparison,
+    Fact,
+    GateRow,
+    Link,
+    Plot,
+    RunView,
+    StatRow,
+    fmt,
+    plot,
+    ratio,
+)
 from .verify import FINDING, verify_run
-
-OUTCOME_LABELS = {
-    "passed": "passed",
-    "failed": "failed",
-    "blocked": "blocked",
-    "not_applicable": "not applicable",
-    "not_run": "not run",
-}
-FIGURES = {
-    "ttft_s": ("TTFT", "s"),
-    "tpot_s": ("TPOT", "s/token"),
-    "decode_tok_s": ("decode rate", "tokens/s"),
-    "e2e_s": ("end-to-end", "s"),
-}
-PLOTTED = ("ttft_s", "decode_tok_s")
-SUMMARY, SAMPLES = "throughput_summary.json", "throughput_samples.jsonl"
-
-
-@dataclass(frozen=True)
-class Link:
-    href: str  # relative to the run folder, URL-quoted
-    label: str
-    size: int | None = None
-    sha256: str = ""
-
-
-@dataclass(frozen=True)
-class ClaimRow:
-    name: str
-    value: str
-    artifact: Link | None
-    sha256: str
-
-
-@dataclass(frozen=True)
-class GateRow:
-    name: str
-    outcome: str
-    label: str
-    reason: str
-    seconds: float
-    claims: tuple[ClaimRow, ...]
-    tests: tuple[tuple[str, str], ...]
-    excerpt: tuple[str, ...]
-    links: tuple[Link, ...]
-
-
-@dataclass(frozen=True)
-class Fact:
-    label: str
-    value: str
-
-
-@dataclass(frozen=True)
-class StatRow:
-    figure: str
-    unit: str
-    cells: tuple[str, ...]  # n, mean, median, stdev, p90, p99, 95 % CI
-
-
-@dataclass(frozen=True)
-class Plot:
-    title: str
-    unit: str
-    width: int
-    height: int
-    polyline: str
-    dots: tuple[tuple[float, float, str], ...]  # x, y, tooltip
-    top: str
-    bottom: str
-
-
-@dataclass(frozen=True)
-class CompareRow:
-    figure: str
-    now: str
-    before: str
-    ratio: str
-
-
-@dataclass(frozen=True)
-class Comparison:
-    run_id: str
-    report: str  # relative link to the older run's report
-    verdict_now: str
-    verdict_before: str
-    rows: tuple[CompareRow, ...]
-
-
-@dataclass(frozen=True)
-class CandidateView:
-    name: str
-    verdict: str
-    failed_gate: str
-    started: str
-    description: str
-    gates: tuple[GateRow, ...]
-    identity: tuple[Fact, ...]
-    launch_flags: tuple[str, ...]
-    failures: tuple[GateRow, ...]
-    stats: tuple[StatRow, ...]
-    plots: tuple[Plot, ...]
-    artifacts: tuple[Link, ...]
-    comparison: Comparison | None
-
-
-@dataclass(frozen=True)
-class RunView:
-    run_id: str
-    generated: str
-    candidates: tuple[CandidateView, ...]
-    verify_summary: str
-    verify_ok: bool
-    verify_lines: tuple[str, ...]
-
-
-# ---------------------------------------------------------------- formatting (pure)
-
-
-def fmt(value: Any, width: int = 160) -> str:
-    if value is None:
-        return "—"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def ratio(now: Any, before: Any) -> str:
-    if not isinstance(now, int | float) or not isinstance(before, int | float) or not before:
-        return "—"
-    return f"{now / before:.3f}x"
-
-
-def plot(title: str, unit: str, values: list[float], width: int = 360, height: int = 130) -> Plot:
-    """An SVG line of one value per sample, scaled to the box with a margin for labels."""
-    left, right, top, bottom = 8, 8, 14, 18
-    low, high = min(values), max(values)
-    span = (high - low) or abs(high) or 1.0
-    low, high = low - span * 0.1, high + span * 0.1
-    step = (width - left - right) / max(1, len(values) - 1)
-    points = []
-    for i, value in enumerate(values):
-        x = left + i * step if len(values) > 1 else width / 2
-        y = top + (high - value) / (high - low) * (height - top - bottom)
-        points.append((round(x, 1), round(y, 1), f"sample {i}: {value:.4g} {unit}"))
-    polyline = " ".join(f"{x},{y}" for x, y, _ in points)
-    return Plot(title, unit, width, height, polyline, tuple(points), f"{high:.4g}", f"{low:.4g}")
-
 
 # ---------------------------------------------------------------- reading a run (disk)
 
@@ -296,6 +164,45 @@ def sample_plots(cand_dir: Path) -> tuple[Plot, ...]:
     return tuple(plots)
 
 
+def performance_context(cand_dir: Path) -> tuple[Fact, ...]:
+    """What the samples are measured against: the dated TP1 baseline and the roofline."""
+    comparison_ = _json(cand_dir / "throughput_comparison.json") or {}
+    roof = _json(cand_dir / "roofline.json") or {}
+    facts: list[tuple[str, str]] = []
+    if base := comparison_.get("baseline"):
+        status = (
+            "corroborated by a local finding"
+            if comparison_.get("corroborated")
+            else "uncorroborated: no raw artifact of it here"
+        )
+        facts.append(
+            (
+                "TP1 baseline",
+                f"{base.get('date')} · TP{base.get('tp')} · {status} · {base.get('source')}",
+            )
+        )
+        for row in comparison_.get("rows", []):
+            facts.append(
+                (
+                    f"{row['figure']}: this / baseline",
+                    f"{fmt(row['now'])} / {fmt(row['baseline'])} = "
+                    f"{ratio(row['now'], row['baseline'])}",
+                )
+            )
+    if roof.get("computed"):
+        inputs = (
+            f"TP{roof['tp']}, {fmt(roof['active_params_b'])}B active x "
+            f"{fmt(roof['bits_per_weight'])} bit, {fmt(roof['bandwidth_gbs'])} GB/s per GPU "
+            f"({roof['bandwidth_from']})"
+        )
+        facts.append(("decode roofline", f"{fmt(roof['bound_tok_s'])} tok/s: {inputs}"))
+        measured = fmt(roof.get("measured_decode_tok_s"))
+        facts.append(("measured / roofline", f"{measured} tok/s = {fmt(roof.get('fraction'))}"))
+    elif roof:
+        facts.append(("decode roofline", f"not computed: {roof.get('why')}"))
+    return tuple(Fact(k, v) for k, v in facts)
+
+
 def previous_run(run_dir: Path, candidate: str) -> Path | None:
     """The newest older run folder beside this one holding this candidate's finding."""
     older = [
@@ -354,6 +261,7 @@ def build_candidate(run_dir: Path, cand_dir: Path, manifest: dict[str, Any]) -> 
         failures=tuple(g for g in gates if g.outcome == "failed"),
         stats=stat_rows(_json(cand_dir / SUMMARY)),
         plots=sample_plots(cand_dir),
+        context=performance_context(cand_dir),
         artifacts=tuple(_link(run_dir, p, manifest) for p in files),
         comparison=comparison(run_dir, cand_dir.name, verdict),
     )

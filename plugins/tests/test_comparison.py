@@ -1,0 +1,74 @@
+"""TP1 baseline ratios (corroborated only by a local finding) and the roofline fraction."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tp2qual.comparison import compare_baseline, roofline_for
+
+DATA = Path(__file__).parent / "data"
+SUMMARY = {"decode_tok_s": {"median": 130.0}, "ttft_s": {"median": 0.3}}
+BASELINE = {
+    "date": "2026-07-28",
+    "source": "a finding doc",
+    "tp": 1,
+    "figures": {"decode_tok_s_median": 65.0, "ttft_s_median": 0.15},
+}
+
+
+def test_no_baseline_says_so():
+    assert compare_baseline(SUMMARY, None) == {"baseline": None}
+
+
+def test_numbers_from_prose_are_uncorroborated_but_compared():
+    result = compare_baseline(SUMMARY, BASELINE)
+    assert result["corroborated"] is False
+    rows = {r["figure"]: r for r in result["rows"]}
+    assert rows["decode_tok_s_median"]["ratio"] == pytest.approx(2.0)
+    assert rows["ttft_s_median"]["ratio"] == pytest.approx(2.0)
+
+
+def test_a_local_pass_finding_corroborates_and_its_claims_win():
+    finding = {
+        "verdict": "PASS",
+        "gates": {"throughput": {"claims": [{"name": "decode_tok_s_median", "value": 52.0}]}},
+    }
+    result = compare_baseline(SUMMARY, BASELINE, finding)
+    assert result["corroborated"] is True
+    assert [(r["figure"], r["baseline"]) for r in result["rows"]] == [("decode_tok_s_median", 52.0)]
+
+
+def test_a_failed_local_finding_does_not_corroborate():
+    result = compare_baseline(SUMMARY, BASELINE, {"verdict": "FAIL", "gates": {}})
+    assert result["corroborated"] is False
+
+
+def test_roofline_from_real_h200_nvml_answers():
+    snapshot = json.loads((DATA / "h200-2026-11-30" / "snapshot.json").read_text())
+    model = {"active_params_b": 10, "bits_per_weight": 4.5}
+    roof = roofline_for(model, {}, snapshot, tp=2, measured_decode_tok_s=500.0)
+    # 10e9 x 4.5/8 / 2 = 2.8125e9 bytes per GPU per token at ~4814 GB/s
+    assert roof["bandwidth_from"] == "nvml"
+    assert roof["bound_tok_s"] == pytest.approx(4814.3e9 / 2.8125e9, rel=1e-3)
+    assert roof["fraction"] == pytest.approx(500.0 / roof["bound_tok_s"])
+
+
+def test_roofline_falls_back_to_the_candidates_bandwidth():
+    roof = roofline_for(
+        {"active_params_b": 12, "bits_per_weight": 4.5},
+        {"bandwidth_gbs": 1792},
+        None,
+        tp=2,
+        measured_decode_tok_s=None,
+    )
+    assert roof["bandwidth_from"] == "candidate"
+    assert roof["bound_tok_s"] == pytest.approx(1792e9 / (12e9 * 4.5 / 8 / 2))
+    assert roof["fraction"] is None
+
+
+def test_roofline_needs_model_figures():
+    roof = roofline_for({}, {"bandwidth_gbs": 1792}, None, tp=2, measured_decode_tok_s=1.0)
+    assert roof == {"computed": False, "why": roof["why"]} and "active_params_b" in roof["why"]
