@@ -64,7 +64,11 @@ def hf_snapshot(candidate: Candidate) -> dict[str, Any]:
     """The Hugging Face cache snapshot the engine will load, when the cache is local."""
     cache = candidate.model.get("hf_cache") or os.environ.get("HF_HUB_CACHE", "")
     if not cache:
-        return {"resolved_revision": None, "note": "no local Hugging Face cache named"}
+        raise PinMismatch(
+            "model.hf_cache: no local Hugging Face cache named (nor HF_HUB_CACHE set), so the "
+            "pinned revision cannot be resolved before the start",
+            candidate=candidate.name,
+        )
     repo_dir = Path(cache).expanduser() / ("models--" + candidate.model["repo"].replace("/", "--"))
     snapshot = repo_dir / "snapshots" / candidate.model["revision"]
     if not snapshot.is_dir():

@@ -114,9 +114,10 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if why is None:
         return
     result = record.gates[gate]
-    result.outcome = NOT_APPLICABLE if why.startswith("not applicable") else BLOCKED
-    result.reason = why
-    record.save()
+    if result.outcome != FAILED:  # a gate that already failed stays failed
+        result.outcome = NOT_APPLICABLE if why.startswith("not applicable") else BLOCKED
+        result.reason = why
+        record.save()
     pytest.skip(why)
 
 

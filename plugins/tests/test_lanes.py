@@ -1,0 +1,75 @@
+"""Optional lanes run only after their baseline passed (in this run or in a recorded finding)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+CANDIDATE = """
+name = "{name}"
+{lane}
+[model]
+repo = "org/model"
+revision = "0123456789abcdef0123456789abcdef01234567"
+served_name = "m"
+hf_cache = "{cache}"
+[engine]
+kind = "vllm"
+[launch]
+kind = "process"
+command = ["sh", "-c", "echo no engine here; exit 3"]
+readiness_timeout_s = 30
+[serve]
+tensor_parallel_size = 1
+max_model_len = 4096
+"""
+LANE = '[lane]\nkind = "optional"\nafter = "base"\nwhy = "a lane after its baseline"'
+
+
+@pytest.fixture
+def setup(pytester: pytest.Pytester, tmp_path: Path) -> Path:
+    cache = tmp_path / "hub"
+    (cache / "models--org--model" / "snapshots" / ("0123456789abcdef" * 2 + "01234567")).mkdir(
+        parents=True
+    )
+    cands = tmp_path / "cands"
+    cands.mkdir()
+    for name, lane in (("base", ""), ("base-lane", LANE)):
+        text = CANDIDATE.format(name=name, lane=lane, cache=cache)
+        (cands / f"{name}.toml").write_text(textwrap.dedent(text))
+    root = Path(__file__).resolve().parents[2]
+    for gate in sorted((root / "tests").glob("test_0*.py")):
+        pytester.makepyfile(**{gate.stem: gate.read_text()})
+    return cands
+
+
+def _findings(results: Path) -> dict[str, dict]:
+    return {p.parent.name: json.loads(p.read_text()) for p in results.glob("*/*/finding.json")}
+
+
+def run(pytester: pytest.Pytester, cands: Path, results: Path) -> dict[str, dict]:
+    pytester.runpytest(f"--candidates={cands}", f"--results={results}", "-p", "no:cacheprovider")
+    return _findings(results)
+
+
+def test_lane_waits_for_a_failed_baseline(pytester, setup, tmp_path):
+    findings = run(pytester, setup, tmp_path / "results")
+    assert findings["base"]["verdict"] == "FAIL"
+    lane = findings["base-lane"]["gates"]
+    assert lane["preflight"]["outcome"] == "blocked"
+    assert "optional lane: baseline 'base' has no PASS" in lane["preflight"]["reason"]
+    assert all(g["outcome"] in ("blocked", "not_applicable") for g in lane.values())
+
+
+def test_lane_runs_after_a_recorded_pass(pytester, setup, tmp_path):
+    results = tmp_path / "results"
+    recorded = results / "20260101T000000Z-0000" / "base"
+    recorded.mkdir(parents=True)
+    (recorded / "finding.json").write_text(json.dumps({"verdict": "PASS"}))
+    findings = run(pytester, setup, results)
+    lane = findings["base-lane"]["gates"]
+    assert lane["preflight"]["outcome"] == "passed"  # it ran: no lane block
+    assert lane["model_list"]["outcome"] == "failed"  # and met its own (absent) engine
