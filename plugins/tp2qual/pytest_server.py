@@ -94,12 +94,14 @@ def server(
     record.identity["model"] = model
     record.evidence.write_json("identity/model.json", model)
     launcher = make_launcher(candidate, record)
-    record.evidence.write_json("launch.json", launcher.identity() | {"plan": launcher.plan()})
+    plan = launcher.plan()
+    record.evidence.write_json("launch.json", launcher.identity() | {"plan": plan})
     state.launches.append(candidate.name)
     handle: Server | None = None
     try:
         launcher.start()
         record.identity["launch"] = launcher.identity()
+        record.evidence.write_json("launch.json", record.identity["launch"] | {"plan": plan})
         readiness = wait_ready(
             launcher,
             served_name=candidate.served_name,
