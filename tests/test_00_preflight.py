@@ -1,10 +1,12 @@
 """Gate 00 — preflight, before anything starts.
 
-Pass means: the model the candidate pins resolves to exactly the pinned bytes or revision; for
-a GPU candidate, NVML shows at least TP-size GPUs with the memory the candidate needs, none busy
-with another serve (``--allow-busy`` overrides, recorded); WSL2 and the topology (names, UUIDs,
-PCIe, NVLink, P2P status) are recorded. Artifacts: ``identity/model.json``, ``topology.json``,
-``busy.json``.
+Pass means: the model the candidate pins resolves to exactly the pinned bytes or revision; a
+container candidate's local image matches its pinned digest or image id (never pulled unless
+``--pull``); for a GPU candidate, NVML shows at least TP-size GPUs with the memory the candidate
+needs, none busy with another serve — no compute process, no running container holding GPUs
+(``--allow-busy`` overrides, recorded); WSL2 and the topology (names, UUIDs, PCIe, NVLink, P2P
+status) are recorded. Artifacts: ``identity/model.json``, ``identity/image.json``,
+``topology.json``, ``busy.json``.
 """
 
 from __future__ import annotations
@@ -23,6 +25,37 @@ def test_model_pin_resolves(candidate, record, claim):
     record.identity["model"] = facts
     record.evidence.write_json("identity/model.json", facts)
     claim("resolved_revision", "identity/model.json", op="field", path="resolved_revision")
+
+
+def test_image_pin_matches(candidate, record, claim):
+    if candidate.launcher_kind != "docker":
+        pytest.skip("not a container candidate")
+    from tp2qual.docker_launcher import DockerLauncher
+
+    launcher = DockerLauncher(
+        candidate,
+        record.evidence.path("preflight-image.log"),
+        record.evidence.redactor,
+        run_id=record.run_id,
+    )
+    facts = launcher.verify_image()  # raises PinMismatch naming image, pin and what was found
+    record.identity["image"] = facts
+    record.evidence.write_json("identity/image.json", facts)
+    claim("image_id", "identity/image.json", op="field", path="image_id")
+
+
+def _busy_containers(candidate, run_id: str) -> list[dict]:
+    if candidate.launcher_kind != "docker":
+        return []
+    import docker
+
+    from tp2qual.docker_sweep import gpu_holders
+
+    client = docker.from_env(timeout=30)
+    try:
+        return [h for h in gpu_holders(client) if h.get("run") != run_id]
+    finally:
+        client.close()
 
 
 def test_gpus_fit_and_are_free(candidate, record, request):

@@ -87,8 +87,11 @@ def hf_snapshot(candidate: Candidate) -> dict[str, Any]:
     }
 
 
-def engine_identity(candidate: Candidate, base_url: str) -> dict[str, Any]:
-    """Ask the engine what it is; fall back to the installed package for llama.cpp."""
+def engine_identity(
+    candidate: Candidate, base_url: str, launch: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Ask the engine what it is; for llama.cpp (no version endpoint) use the installed package,
+    or the version label our local image carries."""
     facts: dict[str, Any] = {
         "kind": candidate.engine,
         "chat_format": candidate.spec["engine"].get("chat_format"),
@@ -104,6 +107,9 @@ def engine_identity(candidate: Candidate, base_url: str) -> dict[str, Any]:
             facts["version_error"] = repr(exc)
     elif candidate.launcher_kind == "process":
         facts["version"] = _package_version("llama-cpp-python")
+    else:
+        labels = (launch or {}).get("image_labels") or {}
+        facts["version"] = labels.get("tp2qual.engine.version")
     return facts
 
 

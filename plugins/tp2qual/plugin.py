@@ -6,4 +6,5 @@ pytest_plugins = [
     "tp2qual.pytest_gating",
     "tp2qual.pytest_server",
     "tp2qual.pytest_evidence",
+    "tp2qual.pytest_docker",
 ]

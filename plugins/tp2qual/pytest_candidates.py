@@ -94,7 +94,7 @@ def why_not_runnable(candidate: Candidate) -> str | None:
     if needed and (have := gpu_count()) < needed:
         return f"needs {needed} NVIDIA GPU(s), this machine has {have}"
     if candidate.launcher_kind == "docker":
-        from .docker_launcher import pin_unresolved
+        from .docker_pins import pin_unresolved
 
         return docker_unavailable() or pin_unresolved(candidate)
     if candidate.engine == "llama.cpp" and importlib.util.find_spec("llama_cpp") is None:

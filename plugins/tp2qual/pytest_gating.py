@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Generator
 from pathlib import Path
 
@@ -21,8 +20,6 @@ from .exceptions import ServerError
 from .pytest_candidates import run_key
 from .record import BLOCKED, FAILED, NOT_APPLICABLE, PASSED, CandidateRecord
 from .runstate import RunState
-
-started_key = pytest.StashKey[float]()
 
 
 def gate_of(item: pytest.Item) -> str | None:
@@ -109,7 +106,6 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if context is None:
         return
     state, record, gate = context
-    item.stash[started_key] = time.monotonic()
     why = verdict_for(state, record, gate)
     if why is None:
         return
@@ -156,8 +152,7 @@ def _note(
         result.tests[test] = "passed"
         if result.outcome != FAILED:
             result.outcome = PASSED
-    if report.when in ("call", "teardown") or report.failed:
-        result.seconds = time.monotonic() - item.stash.get(started_key, time.monotonic())
+    result.seconds += report.duration  # every phase of every test of the gate
     record.save()
 
 

@@ -27,13 +27,18 @@ from .server import Api, Server
 PROGRESS_EVERY_S = 2.0
 
 
-def make_launcher(candidate: Candidate, record: CandidateRecord) -> Launcher:
+def make_launcher(candidate: Candidate, record: CandidateRecord, pull: bool = False) -> Launcher:
     log_path = record.evidence.path("server.log")
     redactor = record.evidence.redactor
     if candidate.launcher_kind == "docker":
         from .docker_launcher import DockerLauncher
 
-        return DockerLauncher(candidate, log_path, redactor, run_id=record.run_id)
+        # Outside WSL2 the container gets exactly the GPUs preflight checked, by UUID.
+        gpus = (record.identity.get("topology") or {}).get("gpus") or []
+        uuids = [g["uuid"] for g in gpus if g.get("uuid")][: candidate.gpus.get("count", 0)]
+        return DockerLauncher(
+            candidate, log_path, redactor, run_id=record.run_id, pull=pull, device_ids=uuids
+        )
     return ProcessLauncher(candidate, log_path, redactor)
 
 
@@ -93,7 +98,7 @@ def server(
     model = model_identity(candidate)  # raises PinMismatch before anything starts
     record.identity["model"] = model
     record.evidence.write_json("identity/model.json", model)
-    launcher = make_launcher(candidate, record)
+    launcher = make_launcher(candidate, record, pull=bool(state.options.get("pull")))
     plan = launcher.plan()
     record.evidence.write_json("launch.json", launcher.identity() | {"plan": plan})
     state.launches.append(candidate.name)
@@ -109,8 +114,10 @@ def server(
             progress=_progress_printer(request.config, candidate),
         )
         record.evidence.write_json("readiness.json", readiness.as_dict())
-        record.identity["engine"] = engine_identity(candidate, launcher.base_url)
         record.identity["launch"] = launcher.identity()
+        record.identity["engine"] = engine_identity(
+            candidate, launcher.base_url, record.identity["launch"]
+        )
         record.evidence.write_json("identity/engine.json", record.identity["engine"])
         record.save()
         handle = Server(candidate, launcher, record.evidence)

