@@ -54,10 +54,11 @@ def test_module_imports_without_torch():
     assert out.stdout.strip() == "False"
 
 
-def test_default_worker_argv():
+def test_default_worker_argv_runs_the_file_itself():
+    # By path, so the probe works when mounted alone into a candidate's image.
     argv = nccl_probe.default_worker_argv(1, 2, 29500)
     assert argv[1:] == [
-        "-m", "tp2qual.nccl_probe", "--worker", "--rank", "1", "--nprocs", "2", "--port", "29500"
+        nccl_probe.__file__, "--worker", "--rank", "1", "--nprocs", "2", "--port", "29500"
     ]  # fmt: skip
 
 

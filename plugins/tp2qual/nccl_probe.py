@@ -103,8 +103,9 @@ def free_port() -> int:
 
 
 def default_worker_argv(rank: int, world: int, port: int) -> list[str]:
+    # By file path, not ``-m``: inside a candidate's image this file is mounted alone.
     return [
-        sys.executable, "-m", "tp2qual.nccl_probe", "--worker",
+        sys.executable, str(Path(__file__).resolve()), "--worker",
         "--rank", str(rank), "--nprocs", str(world), "--port", str(port),
     ]  # fmt: skip
 

@@ -26,7 +26,7 @@ _INIT = re.compile(
     r".*? - Init (?P<phase>START|COMPLETE)\b"
 )
 _CHANNEL = re.compile(
-    r"\bChannel \d+/\d+ : \d+\[\w+\] -> \d+\[\w+\](?: \[\w+\])? via (?P<via>[^\r\n]+?)\s*$"
+    r"\bChannel \d+(?:/\d+)? : \d+\[\w+\] -> \d+\[\w+\](?: \[\w+\])? via (?P<via>[^\r\n]+?)\s*$"
 )
 _ENV_ACK = re.compile(r"\b(?P<key>NCCL_[A-Z0-9_]+) set by environment to (?P<value>.*?)\.?\s*$")
 _VERSION = re.compile(r"NCCL INFO NCCL version (?P<v>\d+\.\d+\.\d+\S*)")
