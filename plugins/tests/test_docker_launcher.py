@@ -225,22 +225,13 @@ def test_gpu_holders_reads_device_requests_and_runtime() -> None:
 
 
 @pytest.fixture(scope="module")
-def client() -> Iterator[Any]:
+def client(docker_engine: Any) -> Any:
     try:
-        import docker
-
-        engine = docker.from_env(timeout=20)
-        engine.ping()
-    except Exception as exc:
-        pytest.skip(f"no Docker engine reachable ({type(exc).__name__}: {exc})")
-    try:
-        base = engine.images.get(BASE_IMAGE)
+        base = docker_engine.images.get(BASE_IMAGE)
     except Exception:
-        engine.close()
         pytest.skip(f"{BASE_IMAGE} is not built here: run scripts/build-local-image.sh")
-    engine.base_id = base.id
-    yield engine
-    engine.close()
+    docker_engine.base_id = base.id
+    return docker_engine
 
 
 @pytest.fixture

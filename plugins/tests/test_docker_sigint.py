@@ -13,7 +13,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,19 +29,10 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
-def client() -> Iterator[Any]:
-    try:
-        import docker
-
-        engine = docker.from_env(timeout=20)
-        engine.ping()
-    except Exception as exc:
-        pytest.skip(f"no Docker engine reachable ({type(exc).__name__}: {exc})")
+def client(docker_engine: Any) -> Any:
     if (why := pin_unresolved(load_candidate(CANDIDATE))) is not None:
-        engine.close()
         pytest.skip(why)
-    yield engine
-    engine.close()
+    return docker_engine
 
 
 def inner_containers(client: Any, pid: int) -> list[Any]:

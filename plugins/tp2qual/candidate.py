@@ -7,7 +7,6 @@ settings. ``load_candidates`` reads a folder; every problem names the file and t
 from __future__ import annotations
 
 import copy
-import hashlib
 import importlib.util
 import json
 import re
@@ -182,14 +181,6 @@ def fill(text: str, values: Mapping[str, str]) -> str:
         return "{" + escaped + "}" if escaped else values.get(name, match.group(0))
 
     return _PLACEHOLDER.sub(one, text)
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _format_error(path: Path, error: jsonschema.ValidationError) -> str:

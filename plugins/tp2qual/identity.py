@@ -16,7 +16,8 @@ from typing import Any
 
 import httpx
 
-from .candidate import Candidate, file_sha256
+from .candidate import Candidate
+from .evidence import sha256_of
 from .exceptions import PinMismatch
 
 _hash_cache: dict[tuple[str, float, int], str] = {}
@@ -26,7 +27,7 @@ def _cached_sha256(path: Path) -> str:
     stat = path.stat()
     key = (str(path), stat.st_mtime, stat.st_size)
     if key not in _hash_cache:
-        _hash_cache[key] = file_sha256(path)
+        _hash_cache[key] = sha256_of(path)
     return _hash_cache[key]
 
 
