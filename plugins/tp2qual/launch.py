@@ -82,6 +82,27 @@ def wait_port_free(port: int, timeout_s: float = 10.0) -> bool:
     return True
 
 
+def group_members(pgid: int) -> list[int]:
+    """Live (not zombie) processes of a process group, read from /proc."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            state, _ppid, pgrp = stat.read_text().rsplit(")", 1)[1].split()[:3]
+        except (OSError, ValueError):
+            continue
+        if int(pgrp) == pgid and state not in ("Z", "X"):
+            members.append(int(stat.parent.name))
+    return members
+
+
+def wait_group_gone(pgid: int, timeout_s: float = 5.0) -> list[int]:
+    """Wait until no live process is left in the group; return those still left."""
+    deadline = time.monotonic() + timeout_s
+    while (left := group_members(pgid)) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return left
+
+
 class ProcessLauncher:
     """A local server process in its own process group (engines fork workers that outlive
     their parent; killing the group is the only reliable way to free GPU and port)."""
@@ -147,6 +168,7 @@ class ProcessLauncher:
         # Children may outlive the leader (schedulers reparent to PID 1): kill the group anyway.
         self._signal_group(signal.SIGKILL)
         self._proc.wait()
+        left = wait_group_gone(self._proc.pid)  # SIGKILL is asynchronous: see them gone
         self.log.join()
         if self._proc.stdout is not None:
             self._proc.stdout.close()
@@ -154,7 +176,7 @@ class ProcessLauncher:
             how=how,
             seconds=round(time.monotonic() - began, 3),
             port_free=wait_port_free(self.port),
-            extra={"exit_code": self._proc.returncode},
+            extra={"exit_code": self._proc.returncode, "group_left": left},
         )
         return self._stopped
 

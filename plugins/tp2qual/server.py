@@ -19,6 +19,7 @@ from .evidence import Evidence
 from .exceptions import ServerDied
 from .launch import Launcher
 
+DEATH_GRACE_S = 2.0  # after a transport error, how long to wait for the exit to show
 DEFAULT_TIMEOUT_S = 300.0  # long generations on a busy CPU; failures are caught by liveness
 
 
@@ -124,6 +125,11 @@ class Api:
 
     def _transport_failed(self, exc: httpx.TransportError) -> None:
         __tracebackhide__ = True
+        # A dying process closes its sockets a moment before it can be reaped: give liveness a
+        # short grace so a crash reads as ServerDied, not as a bare transport error.
+        deadline = time.monotonic() + DEATH_GRACE_S
+        while self.server.launcher.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
         self.server.check_alive()
         raise exc
 

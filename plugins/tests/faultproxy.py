@@ -1,0 +1,234 @@
+"""A fault-injecting HTTP proxy in front of a real engine, for the gates' self-tests.
+
+It *is* the server process a candidate launches::
+
+    python faultproxy.py --fault NAME --listen-port PORT -- <engine argv with {upstream_port}>
+
+It starts the engine as its child on a free port (same process group: the launcher's killpg
+reaches both; the child is also killed when the proxy exits or gets SIGTERM), the child writes
+into the proxy's own stdout (so the launcher's log has the engine's lines), and every request is
+forwarded — streams chunk by chunk — with exactly one fault injected:
+
+    none                  forward untouched (the proxy is transparent)
+    wrong_model           /v1/models lists a path-like id instead of the served name
+    wrong_answer          non-tool chat answers replaced by a wrong one
+    nondeterministic      a changing counter appended to chat answers
+    repetition            chat answers with max_tokens >= 64 become '+' * 600 (the deterministic
+                          gate asks for 32 tokens and passes; the repetition gate asks for 64)
+    bad_tool_args         tool-call arguments replaced by ones the tool's schema rejects
+    over_bound_accepted   the engine's 400 for an over-length prompt becomes a 200 answer
+    over_bound_500        ... becomes a 500
+    exit_startup          print a line, exit 3 before serving
+    exit_midrun           serve through readiness and model_list, then die (code 7), killing
+                          the engine, on the first chat request with max_tokens > 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import itertools
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import httpx
+
+FAULTS = (
+    "none",
+    "wrong_model",
+    "wrong_answer",
+    "nondeterministic",
+    "repetition",
+    "bad_tool_args",
+    "over_bound_accepted",
+    "over_bound_500",
+    "exit_startup",
+    "exit_midrun",
+)
+REPETITION_MIN_TOKENS = 64
+BAD_ARGUMENTS = '{"city": 42, "extra": true}'
+WRONG_ANSWER = "I am not sure; perhaps Berlin."
+STARTUP_EXIT_CODE, MIDRUN_EXIT_CODE = 3, 7
+
+fault = "none"
+upstream = ""
+child: subprocess.Popen[bytes] | None = None
+counter = itertools.count(1)
+exiting = threading.Event()
+
+
+def say(text: str) -> None:
+    print(f"faultproxy[{os.getpid()}]: {text}", flush=True)
+
+
+def die(code: int, why: str) -> None:
+    """Kill the engine, say when, and leave at once (no cleanup: a crash)."""
+    exiting.set()
+    if child is not None and child.poll() is None:
+        child.kill()
+        child.wait()
+    say(f"{why}; exiting with code {code} at {time.time():.3f}")
+    os._exit(code)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def rewrite(method: str, path: str, request: dict, status: int, body: bytes) -> tuple[int, bytes]:
+    """The fault applied to one complete (non-streamed) upstream answer."""
+    chat = method == "POST" and path.startswith("/v1/chat/completions")
+    if fault == "wrong_model" and method == "GET" and path.startswith("/v1/models"):
+        data = json.loads(body)
+        for card in data.get("data", []):
+            card["id"] = f"/models/{card['id']}.gguf"
+        return status, json.dumps(data).encode()
+    if chat and status == 400 and fault == "over_bound_accepted":
+        message = {"role": "assistant", "content": "Lisbon."}
+        answer = {
+            "object": "chat.completion",
+            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 2048, "completion_tokens": 2, "total_tokens": 2050},
+        }
+        return 200, json.dumps(answer).encode()
+    if chat and status == 400 and fault == "over_bound_500":
+        error = {"error": {"message": "internal error", "type": "server_error"}}
+        return 500, json.dumps(error).encode()
+    if not chat or status != 200:
+        return status, body
+    data = json.loads(body)
+    tools = bool(request.get("tools"))
+    for choice in data.get("choices", []):
+        message = choice.get("message") or {}
+        if fault == "wrong_answer" and not tools:
+            message["content"] = WRONG_ANSWER
+        elif fault == "nondeterministic" and not tools:
+            message["content"] = f"{message.get('content') or ''} [{next(counter)}]"
+        elif fault == "repetition" and not tools:
+            if (request.get("max_tokens") or 0) >= REPETITION_MIN_TOKENS:
+                message["content"] = "+" * 600
+        elif fault == "bad_tool_args" and tools:
+            for call in message.get("tool_calls") or []:
+                call["function"]["arguments"] = BAD_ARGUMENTS
+    return status, json.dumps(data).encode()
+
+
+class Handler(BaseHTTPRequestHandler):
+    """HTTP/1.0: one request per connection, a stream ends when the connection closes."""
+
+    client: httpx.Client
+
+    def do_GET(self) -> None:
+        self.forward()
+
+    def do_POST(self) -> None:
+        self.forward()
+
+    def forward(self) -> None:
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        try:
+            request = json.loads(raw) if raw else {}
+        except ValueError:
+            request = {}
+        chat = self.path.startswith("/v1/chat/completions")
+        if fault == "exit_midrun" and chat and (request.get("max_tokens") or 0) > 1:
+            die(MIDRUN_EXIT_CODE, f"fault exit_midrun: dying on {self.path}")
+        headers = {"Content-Type": self.headers.get("Content-Type", "application/json")}
+        try:
+            upstream_request = self.client.build_request(
+                self.command, upstream + self.path, content=raw, headers=headers
+            )
+            response = self.client.send(upstream_request, stream=True)
+        except httpx.TransportError as exc:
+            return self.answer(502, json.dumps({"error": f"upstream: {exc!r}"}).encode())
+        try:
+            kind = response.headers.get("Content-Type", "application/json")
+            if not kind.startswith("text/event-stream"):
+                status, body = rewrite(
+                    self.command, self.path, request, response.status_code, response.read()
+                )
+                return self.answer(status, body, kind)
+            self.send_response(response.status_code)
+            self.send_header("Content-Type", kind)
+            self.end_headers()
+            for piece in response.iter_raw():
+                self.wfile.write(piece)
+                self.wfile.flush()
+            return None
+        finally:
+            response.close()
+
+    def answer(self, status: int, body: bytes, kind: str = "application/json") -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, fmt: str, *args: object) -> None:
+        say("access " + fmt % args)
+
+
+def watch_child() -> None:
+    """The engine exiting on its own ends the proxy with the engine's exit code."""
+    assert child is not None
+    code = child.wait()
+    if not exiting.is_set():
+        die(code if code > 0 else 1, f"engine exited by itself (code {code})")
+
+
+def on_sigterm(signum: int, frame: object) -> None:
+    exiting.set()
+    if child is not None and child.poll() is None:
+        child.terminate()
+        try:
+            child.wait(5)
+        except subprocess.TimeoutExpired:
+            child.kill()
+    os._exit(0)
+
+
+def kill_child() -> None:
+    if child is not None and child.poll() is None:
+        child.kill()
+
+
+def main() -> None:
+    global fault, upstream, child
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--fault", choices=FAULTS, required=True)
+    parser.add_argument("--listen-port", type=int, required=True)
+    parser.add_argument("engine", nargs=argparse.REMAINDER, help="-- engine argv")
+    args = parser.parse_args()
+    fault = args.fault
+    argv = args.engine[1:] if args.engine[:1] == ["--"] else args.engine
+    say(f"fault {fault}, listening on 127.0.0.1:{args.listen_port}")
+    if fault == "exit_startup":
+        time.sleep(1.0)  # readiness is polling by now: the exit must be noticed, not timed out
+        say("fault exit_startup: simulated start-up crash (CUDA error: out of memory)")
+        die(STARTUP_EXIT_CODE, "fault exit_startup")
+    port = free_port()
+    upstream = f"http://127.0.0.1:{port}"
+    signal.signal(signal.SIGTERM, on_sigterm)
+    atexit.register(kill_child)
+    child = subprocess.Popen([a.replace("{upstream_port}", str(port)) for a in argv])
+    say(f"engine pid {child.pid} on upstream port {port}")
+    threading.Thread(target=watch_child, daemon=True).start()
+    Handler.client = httpx.Client(trust_env=False, timeout=httpx.Timeout(600.0, connect=5.0))
+    server = ThreadingHTTPServer(("127.0.0.1", args.listen_port), Handler)
+    server.daemon_threads = True
+    sys.stdout.flush()
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
