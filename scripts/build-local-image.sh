@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Build tp2qual/smollm2-llamacpp:local with no registry at all:
-#   1. debootstrap Debian bookworm minbase into .cache/rootfs/ (reused when complete)
+#   1. debootstrap Debian bookworm minbase into $TP2QUAL_CACHE/rootfs/ (only when the base
+#      image is missing; the folder is reused when complete)
 #   2. `docker import` it as tp2qual/debian-base:bookworm           (reused when present)
-#   3. fill .cache/wheelhouse/ for Python 3.11: the portable llama-cpp-python wheel (built by
+#   3. fill $TP2QUAL_CACHE/wheelhouse/ for Python 3.11: the portable llama-cpp-python wheel (built by
 #      the lead with GGML_NATIVE=OFF; the native one segfaults on this VM) + the [server] deps
 #   4. `docker build` (host network: apt over plain HTTP) from docker/smollm2/Dockerfile
 # Prints each stage's seconds; writes the image id to .cache/smollm2-image-id and prints it on
@@ -14,9 +15,10 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-CACHE=$ROOT/.cache
-ROOTFS=$CACHE/rootfs/bookworm-minbase
-WHEELS=$CACHE/wheelhouse
+CACHE=$ROOT/.cache                                  # this checkout's build context and image id
+SHARED=${TP2QUAL_CACHE:-$HOME/.cache/tp2qual}       # rootfs and wheels, shared by checkouts
+ROOTFS=$SHARED/rootfs/bookworm-minbase
+WHEELS=$SHARED/wheelhouse
 CONTEXT=$CACHE/smollm2-context
 BASE_TAG=tp2qual/debian-base:bookworm
 IMAGE_TAG=tp2qual/smollm2-llamacpp:local
@@ -62,6 +64,7 @@ import_base() {
     if docker image inspect "$BASE_TAG" >/dev/null 2>&1 && [[ -z ${REBUILD_BASE:-} ]]; then
         log "base image reused: $BASE_TAG"; return
     fi
+    make_rootfs
     tar --exclude=./.tp2qual-complete -C "$ROOTFS" -c . \
         | docker import --message "debootstrap bookworm minbase ($MIRROR)" - "$BASE_TAG" >&2
 }
@@ -72,7 +75,7 @@ fill_wheelhouse() {
     mkdir -p "$WHEELS"
     local waited=0
     until [[ -n $(llama_wheel) ]]; do
-        (( waited >= WAIT_WHEEL_S )) && die "no $WHEELS/llama_cpp_python-$LLAMA_VERSION-*.whl; build it portable: CMAKE_ARGS='-DGGML_NATIVE=OFF' pip wheel --no-deps -w $WHEELS llama-cpp-python==$LLAMA_VERSION"
+        (( waited >= WAIT_WHEEL_S )) && die "no $WHEELS/llama_cpp_python-$LLAMA_VERSION-*.whl; run scripts/install.sh local first (it builds the portable wheel)"
         sleep 5; waited=$((waited + 5))
     done
     log "llama wheel: $(basename "$(llama_wheel)")"
@@ -113,8 +116,7 @@ main() {
     MIRROR=$(debian_mirror)
     log "Debian mirror: $MIRROR"
     local began=$SECONDS
-    stage rootfs make_rootfs
-    stage import import_base
+    stage base import_base  # debootstrap only when the base image is missing
     stage wheels fill_wheelhouse
     stage context assemble_context
     stage build build_image
