@@ -57,6 +57,7 @@ class Handler(BaseHTTPRequestHandler):
 ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
 """
 
+REVISION = "0123456789abcdef0123456789abcdef01234567"
 CANDIDATE = f'''
 name = "{NAME}"
 description = "fake engine for the evidence self-tests"
@@ -165,7 +166,10 @@ markers =
 @pytest.fixture
 def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     monkeypatch.setenv("HF_TOKEN", HF_TOKEN)
-    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    # The pinned revision must resolve in a local hub cache (preflight fails closed without one).
+    hub = pytester.path / "hub"
+    (hub / "models--example--Tiny-Model" / "snapshots" / REVISION).mkdir(parents=True)
+    monkeypatch.setenv("HF_HUB_CACHE", str(hub))
     monkeypatch.delenv("FAKE_INTERRUPT", raising=False)
     pytester.makeini(INI)
     pytester.makefile(".py", fake_server=FAKE_SERVER)

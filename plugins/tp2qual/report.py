@@ -200,7 +200,27 @@ def performance_context(cand_dir: Path) -> tuple[Fact, ...]:
         facts.append(("measured / roofline", f"{measured} tok/s = {fmt(roof.get('fraction'))}"))
     elif roof:
         facts.append(("decode roofline", f"not computed: {roof.get('why')}"))
+    facts += server_timing_facts(_json(cand_dir / "server_timings.json") or {})
     return tuple(Fact(k, v) for k, v in facts)
+
+
+def server_timing_facts(timings: dict[str, Any]) -> list[tuple[str, str]]:
+    """The engine's own window means beside the client's (seconds)."""
+    if not timings:
+        return []
+    client = timings.get("client_means") or {}
+    facts = [("engine's own timings", str(timings.get("source")))]
+    for key, found in (timings.get("server") or {}).items():
+        server_s = found.get("mean_s") if isinstance(found, dict) else found
+        client_key = "tpot_s" if key == "itl_s" else key
+        facts.append(
+            (
+                f"{key}: client / engine",
+                f"{fmt(client.get(client_key))} / "
+                f"{fmt(server_s)} = {ratio(client.get(client_key), server_s)}",
+            )
+        )
+    return facts
 
 
 def previous_run(run_dir: Path, candidate: str) -> Path | None:

@@ -192,7 +192,7 @@ class Api:
                     continue
                 data = line[5:].strip()
                 if data == "[DONE]":
-                    break
+                    continue  # read to the end: the connection then stays reusable
                 result.chunks.append(json.loads(data))
                 result.times.append(round(now - began, 6))
         return result
