@@ -5,7 +5,7 @@
 #   2. `docker import` it as tp2qual/debian-base:bookworm           (reused when present)
 #   3. fill $TP2QUAL_CACHE/wheelhouse/ for Python 3.11: the portable llama-cpp-python wheel (built by
 #      the lead with GGML_NATIVE=OFF; the native one segfaults on this VM) + the [server] deps
-#   4. `docker build` (host network: apt over plain HTTP) from docker/smollm2/Dockerfile
+#   4. `docker build` (host network: apt over plain HTTP) from images/smollm2/Dockerfile
 # Prints each stage's seconds; writes the image id to .cache/smollm2-image-id and prints it on
 # the last line (the docker candidate's pin {local_build} resolves from that file).
 #
@@ -107,7 +107,7 @@ assemble_context() {
 build_image() {
     docker build --network=host --tag "$IMAGE_TAG" ${NO_CACHE:+--no-cache} \
         --build-arg "DEBIAN_MIRROR=$MIRROR" --build-arg "MODEL_SHA256=$MODEL_SHA256" \
-        --file "$ROOT/docker/smollm2/Dockerfile" "$CONTEXT" >&2
+        --file "$ROOT/images/smollm2/Dockerfile" "$CONTEXT" >&2
 }
 
 main() {

@@ -32,7 +32,7 @@ def compare_baseline(
     if not baseline:
         return {"baseline": None}
     corroborated = recorded is not None and recorded.get("verdict") == "PASS"
-    figures = baseline_figures_from_finding(recorded) if corroborated else {}
+    figures = baseline_figures_from_finding(recorded) if recorded and corroborated else {}
     figures = figures or dict(baseline.get("figures", {}))
     rows = []
     for key, then in sorted(figures.items()):

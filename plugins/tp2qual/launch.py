@@ -7,6 +7,7 @@ always leaves nothing running. Readiness lives in ``readiness.py`` and works on 
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import shlex
 import signal
@@ -145,7 +146,8 @@ class ProcessLauncher:
             start_new_session=True,
         )
         stdout = self._proc.stdout
-        assert stdout is not None
+        assert isinstance(stdout, io.BufferedReader)
+        # read1: whatever is there now, so a line reaches the log as soon as it is written.
         self.log.pump(iter(lambda: stdout.read1(65536), b""))
 
     def poll(self) -> Exited | None:
