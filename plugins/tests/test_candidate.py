@@ -132,3 +132,35 @@ def test_invalid_file_stops_pytest_before_anything_starts(pytester, tmp_path):
     result.stderr.fnmatch_lines(
         ["*candidate files rejected, nothing was started*", f"*{bad}: serve.max_model_len*"]
     )
+
+
+def _with_command(tmp_path, command: str):
+    path = write(tmp_path, tp=2)
+    path.write_text(path.read_text().replace('command = ["serve", "--port", "{port}"]', command))
+    return path
+
+
+def test_speculative_decoding_is_refused_in_a_baseline(tmp_path):
+    path = _with_command(tmp_path, 'command = ["serve", "--speculative-config", "{}"]')
+    with pytest.raises(CandidateError, match="--speculative-config turns on speculative"):
+        load_candidate(path)
+
+
+def test_speculative_decoding_is_allowed_in_an_optional_lane(tmp_path):
+    lane = '[lane]\nkind = "optional"\nafter = "base"\n'
+    path = _with_command(tmp_path, 'command = ["serve", "--speculative-config", "{}"]')
+    text = path.read_text()
+    path.write_text(text.replace("[model]", lane + "[model]", 1))
+    assert load_candidate(path).name == "cand"
+
+
+@pytest.mark.parametrize("flags", ['"--max-num-seqs", "4"', '"--max-running-requests=2"'])
+def test_more_than_one_request_at_a_time_is_refused(tmp_path, flags):
+    path = _with_command(tmp_path, f'command = ["serve", {flags}]')
+    with pytest.raises(CandidateError, match="admits more than one request"):
+        load_candidate(path)
+
+
+def test_one_request_at_a_time_is_fine(tmp_path):
+    path = _with_command(tmp_path, 'command = ["serve", "--max-num-seqs", "1"]')
+    assert load_candidate(path).tp == 2

@@ -188,9 +188,33 @@ def _format_error(path: Path, error: jsonschema.ValidationError) -> str:
     return f"{path}: {where}: {error.message}"
 
 
+# Engine flags that turn on speculative decoding / MTP, and flags that admit more than one request.
+_SPECULATIVE = ("--speculative", "--num-speculative-tokens", "--spec-", "--draft-model", "--mtp")
+_ADMISSION = ("--max-num-seqs", "--max-running-requests")
+
+
+def _baseline_flag_problems(spec: Mapping[str, Any]) -> list[str]:
+    """A baseline serves one request at a time and never decodes speculatively (brief): a lane
+    that does must say so (``lane.kind = "optional"``)."""
+    if spec.get("lane", {}).get("kind") == "optional":
+        return []
+    argv = [str(a) for a in spec.get("launch", {}).get("command", [])]
+    problems = [
+        f"launch.command: {arg.split('=')[0]} turns on speculative decoding; a baseline never "
+        "does (make it an optional lane after the baseline)"
+        for arg in argv
+        if arg.startswith(_SPECULATIVE)
+    ]
+    for flag, value in zip(argv, [*argv[1:], ""], strict=True):
+        name, eq, inline = flag.partition("=")
+        if name in _ADMISSION and (inline if eq else value) not in ("1", "{max_concurrency}"):
+            problems.append(f"launch.command: {name} admits more than one request at a time")
+    return problems
+
+
 def _semantic_problems(spec: Mapping[str, Any]) -> list[str]:
     """Rules a schema cannot say well: the brief's baseline controls for TP>1."""
-    problems: list[str] = []
+    problems: list[str] = _baseline_flag_problems(spec)
     launch = spec.get("launch", {})
     overridden = launch.get("env_overrides", {})
     alloc = launch.get("env", {}).get("PYTORCH_CUDA_ALLOC_CONF", "")
