@@ -8,8 +8,10 @@ log tail (later gates are then blocked by the gating plugin, not re-raised N tim
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import nullcontext
+from pathlib import Path
+from tempfile import gettempdir
 from typing import Any
 
 import pytest
@@ -19,27 +21,46 @@ from .claims import make_claim
 from .identity import engine_identity, host_identity, model_identity
 from .launch import Launcher, ProcessLauncher
 from .pytest_candidates import run_key
-from .pytest_gating import gate_of
+from .pytest_gating import candidate_of, gate_of
 from .readiness import wait_ready
 from .record import CandidateRecord
+from .redact import Redactor
 from .server import Api, Server
 
 PROGRESS_EVERY_S = 2.0
 
 
-def make_launcher(candidate: Candidate, record: CandidateRecord, pull: bool = False) -> Launcher:
-    log_path = record.evidence.path("server.log")
-    redactor = record.evidence.redactor
+def build_launcher(
+    candidate: Candidate,
+    log_path: Path,
+    redactor: Redactor,
+    *,
+    run_id: str,
+    pull: bool = False,
+    device_ids: Sequence[str] = (),
+) -> Launcher:
+    """The candidate's launcher; constructing it starts nothing (``--plan`` relies on that)."""
     if candidate.launcher_kind == "docker":
         from .docker_launcher import DockerLauncher
 
-        # Outside WSL2 the container gets exactly the GPUs preflight checked, by UUID.
-        gpus = (record.identity.get("topology") or {}).get("gpus") or []
-        uuids = [g["uuid"] for g in gpus if g.get("uuid")][: candidate.gpus.get("count", 0)]
         return DockerLauncher(
-            candidate, log_path, redactor, run_id=record.run_id, pull=pull, device_ids=uuids
+            candidate, log_path, redactor, run_id=run_id, pull=pull, device_ids=device_ids
         )
     return ProcessLauncher(candidate, log_path, redactor)
+
+
+def make_launcher(candidate: Candidate, record: CandidateRecord, pull: bool = False) -> Launcher:
+    # Outside WSL2 a container gets exactly the GPUs preflight checked, by UUID.
+    gpus = (record.identity.get("topology") or {}).get("gpus") or []
+    uuids = [g["uuid"] for g in gpus if g.get("uuid")][: candidate.gpus.get("count", 0)]
+    return build_launcher(
+        candidate,
+        record.evidence.path("server.log"),
+        record.evidence.redactor,
+        run_id=record.run_id,
+        pull=pull,
+        device_ids=uuids,
+    )
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -48,7 +69,7 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
     if not session.config.getoption("plan"):
         return None
     state = session.config.stash[run_key]
-    chosen = {c.name for item in session.items if (c := _param(item)) is not None}
+    chosen = {c.name for item in session.items if (c := candidate_of(item)) is not None}
     writer = session.config.get_terminal_writer()
     for candidate in state.candidates:
         if candidate.name in chosen:
@@ -59,23 +80,8 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
 
 
 def plan_for(candidate: Candidate, run_id: str) -> str:
-    from pathlib import Path
-    from tempfile import gettempdir
-
-    from .redact import Redactor
-
-    log = Path(gettempdir()) / "tp2qual-plan.log"
-    redactor = Redactor(candidate.env())
-    if candidate.launcher_kind == "docker":
-        from .docker_launcher import DockerLauncher
-
-        return DockerLauncher(candidate, log, redactor, run_id=run_id).plan()
-    return ProcessLauncher(candidate, log, redactor).plan()
-
-
-def _param(item: pytest.Item) -> Candidate | None:
-    callspec = getattr(item, "callspec", None)
-    return callspec.params.get("candidate") if callspec else None
+    log = Path(gettempdir()) / "tp2qual-plan.log"  # never written: nothing starts
+    return build_launcher(candidate, log, Redactor(candidate.env()), run_id=run_id).plan()
 
 
 @pytest.fixture(scope="session")
@@ -101,7 +107,6 @@ def server(
     launcher = make_launcher(candidate, record, pull=bool(state.options.get("pull")))
     plan = launcher.plan()
     record.evidence.write_json("launch.json", launcher.identity() | {"plan": plan})
-    state.launches.append(candidate.name)
     handle: Server | None = None
     try:
         launcher.start()

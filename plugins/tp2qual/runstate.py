@@ -25,7 +25,6 @@ class RunState:
     candidates: list[Candidate]
     run_id: str = field(default_factory=new_run_id)
     records: dict[str, CandidateRecord] = field(default_factory=dict)
-    launches: list[str] = field(default_factory=list)  # candidate names, in launch order
     options: dict[str, object] = field(default_factory=dict)
 
     @property
