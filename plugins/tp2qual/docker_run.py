@@ -16,6 +16,7 @@ from typing import Any
 
 from .candidate import Candidate
 from .exceptions import CandidateError
+from .gpu import host_info
 from .redact import MASK, Redactor, is_secret_name
 
 log = logging.getLogger(__name__)
@@ -32,11 +33,7 @@ _API_TIMEOUT_S = 30
 
 
 def is_wsl2() -> bool:
-    try:
-        version = Path("/proc/version").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        version = ""
-    return "microsoft" in version.lower() or Path("/dev/dxg").exists()
+    return bool(host_info()["wsl2"])
 
 
 def gpu_request(

@@ -9,7 +9,6 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import os
-import platform
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ import httpx
 from .candidate import Candidate
 from .evidence import sha256_of
 from .exceptions import PinMismatch
+from .gpu import host_info
 
 _hash_cache: dict[tuple[str, float, int], str] = {}
 
@@ -122,8 +122,7 @@ def _package_version(name: str) -> str | None:
 
 
 def host_identity() -> dict[str, Any]:
-    release = platform.release()
-    proc_version = Path("/proc/version").read_text() if Path("/proc/version").exists() else ""
+    """Host facts (the same reader the topology snapshot uses) plus Python and packages."""
     packages = [
         "pytest",
         "openai",
@@ -134,10 +133,7 @@ def host_identity() -> dict[str, Any]:
         "llama-cpp-python",
         "tp2qual",
     ]
-    return {
-        "os": platform.platform(),
-        "kernel": release,
-        "wsl2": "microsoft" in proc_version.lower() or Path("/dev/dxg").exists(),
+    return host_info() | {
         "python": sys.version.split()[0],
         "packages": {p: _package_version(p) for p in packages},
     }
