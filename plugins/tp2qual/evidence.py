@@ -61,6 +61,20 @@ REPORT = "report.html"
 NOT_HASHED = (MANIFEST, REPORT)  # the manifest itself; the report is regenerated from the run
 
 
+_hashed: dict[tuple[str, int, int], str] = {}
+
+
+def sha256_unchanged(path: Path) -> str:
+    """sha256, hashed again only when the file's size or mtime changed. The manifest is rewritten
+    after every gate test, and most artifacts (and a model file) do not change in between;
+    ``verify`` always hashes afresh with ``sha256_of``."""
+    stat = path.stat()
+    key = (str(path), stat.st_size, stat.st_mtime_ns)
+    if key not in _hashed:
+        _hashed[key] = sha256_of(path)
+    return _hashed[key]
+
+
 def manifest(run_dir: Path, *, exclude: tuple[str, ...] = ("manifest.json",)) -> dict[str, Any]:
     """sha256 and size of every file under the run folder, by relative path."""
     files = {}
@@ -68,7 +82,7 @@ def manifest(run_dir: Path, *, exclude: tuple[str, ...] = ("manifest.json",)) ->
         rel = path.relative_to(run_dir).as_posix()
         if path.name in exclude or rel.endswith(".tmp"):
             continue
-        files[rel] = {"sha256": sha256_of(path), "bytes": path.stat().st_size}
+        files[rel] = {"sha256": sha256_unchanged(path), "bytes": path.stat().st_size}
     return {"algorithm": "sha256", "files": files}
 
 

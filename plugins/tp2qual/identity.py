@@ -16,19 +16,9 @@ from typing import Any
 import httpx
 
 from .candidate import Candidate
-from .evidence import sha256_of
+from .evidence import sha256_unchanged
 from .exceptions import PinMismatch
 from .gpu import host_info
-
-_hash_cache: dict[tuple[str, float, int], str] = {}
-
-
-def _cached_sha256(path: Path) -> str:
-    stat = path.stat()
-    key = (str(path), stat.st_mtime, stat.st_size)
-    if key not in _hash_cache:
-        _hash_cache[key] = sha256_of(path)
-    return _hash_cache[key]
 
 
 def model_identity(candidate: Candidate) -> dict[str, Any]:
@@ -45,7 +35,7 @@ def model_identity(candidate: Candidate) -> dict[str, Any]:
     if path is not None:
         if not path.is_file():
             raise PinMismatch(f"model.file: {path} does not exist", candidate=candidate.name)
-        digest = _cached_sha256(path)
+        digest = sha256_unchanged(path)
         facts.update(
             file=str(path),
             file_sha256=digest,
@@ -82,7 +72,7 @@ def hf_snapshot(candidate: Candidate) -> dict[str, Any]:
     return {
         "resolved_revision": snapshot.name,
         "snapshot": str(snapshot),
-        "index_sha256": _cached_sha256(index.resolve()) if index else None,
+        "index_sha256": sha256_unchanged(index.resolve()) if index else None,
         "weight_files": len(weights),
         "weight_bytes": sum(w.resolve().stat().st_size for w in weights),
     }
