@@ -54,6 +54,11 @@ class LogSink:
         with self._lock:
             return list(self._tail)[-n:]
 
+    def tail_text(self, n: int = 25) -> str:
+        """The last lines, indented, for a failure message."""
+        lines = self.tail(n)
+        return "\n".join("    " + line for line in lines) if lines else "    (no output)"
+
     def last_line(self) -> str:
         with self._lock:
             for line in reversed(self._tail):

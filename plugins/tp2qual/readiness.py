@@ -31,11 +31,6 @@ class Readiness:
         return asdict(self)
 
 
-def _tail_text(launcher: Launcher, n: int = 25) -> str:
-    lines = launcher.log.tail(n)
-    return "\n".join("    " + line for line in lines) if lines else "    (no output)"
-
-
 def _listed(client: httpx.Client) -> list[str] | None:
     try:
         response = client.get("/v1/models", timeout=PROBE_TIMEOUT_S)
@@ -81,7 +76,7 @@ def wait_ready(
             if exited is not None:
                 raise StartupExited(
                     f"server exited during start-up after {elapsed:.1f}s ({exited.describe()})\n"
-                    f"  last log lines:\n{_tail_text(launcher)}",
+                    f"  last log lines:\n{launcher.log.tail_text()}",
                     candidate=name,
                     log_path=launcher.log.path,
                 )
@@ -89,7 +84,7 @@ def wait_ready(
                 raise StartupTimeout(
                     f"not ready after {timeout_s:.0f}s (stage: {_stage(state)}); raise "
                     f"launch.readiness_timeout_s if the engine is only slow\n"
-                    f"  last log lines:\n{_tail_text(launcher)}",
+                    f"  last log lines:\n{launcher.log.tail_text()}",
                     candidate=name,
                     log_path=launcher.log.path,
                 )

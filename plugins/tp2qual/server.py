@@ -40,9 +40,9 @@ class Server:
         __tracebackhide__ = True
         exited = self.launcher.poll()
         if exited is not None:
-            tail = "\n".join("    " + line for line in self.launcher.log.tail(20))
             raise ServerDied(
-                f"server died mid-run ({exited.describe()})\n  last log lines:\n{tail}",
+                f"server died mid-run ({exited.describe()})\n"
+                f"  last log lines:\n{self.launcher.log.tail_text(20)}",
                 candidate=self.candidate.name,
                 log_path=self.launcher.log.path,
             )
