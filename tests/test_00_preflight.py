@@ -44,19 +44,6 @@ def test_image_pin_matches(candidate, record, claim):
     claim("image_id", "identity/image.json", op="field", path="image_id")
 
 
-def _busy_containers(candidate, run_id: str) -> list[dict]:
-    if candidate.launcher_kind != "docker":
-        return []
-    import docker
-
-    from tp2qual.docker_sweep import gpu_holders
-
-    client = docker.from_env(timeout=30)
-    try:
-        return [h for h in gpu_holders(client) if h.get("run") != run_id]
-    finally:
-        client.close()
-
 
 def test_gpus_fit_and_are_free(candidate, record, request):
     snapshot = gpu.snapshot()

@@ -32,7 +32,7 @@ def _ask(candidate, content: str, max_tokens: int = 16) -> dict:
 
 @pytest.fixture(scope="module")
 def calibration(server, candidate):
-    api = server.api("capacity.jsonl")
+    api = server.api("capacity.jsonl", "capacity")
     seen = []
     for sentences in (8, 24):
         reply = api.chat(f"calibrate-{sentences}", _ask(candidate, filler(sentences), 1))

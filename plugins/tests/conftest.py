@@ -7,16 +7,13 @@ from typing import Any
 
 import pytest
 
+from tp2qual.docker_engine import docker_client, unavailable
+
 
 @pytest.fixture(scope="session")
 def docker_engine() -> Iterator[Any]:
     """A client of the real Docker engine (``.ci/run`` starts one); skip when none answers."""
-    try:
-        import docker
-
-        engine = docker.from_env(timeout=20)
-        engine.ping()
-    except Exception as exc:
-        pytest.skip(f"no Docker engine reachable ({type(exc).__name__}: {exc})")
-    yield engine
-    engine.close()
+    if why := unavailable():
+        pytest.skip(f"self-test {why}")
+    with docker_client(timeout=20) as engine:
+        yield engine

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import importlib.util
 import json
+import os
 import re
 import sys
 import tomllib
@@ -20,6 +21,7 @@ from typing import Any
 
 import jsonschema
 
+from .budget import DEFAULT_FLOOR_TOK_S, DEFAULT_PREFILL_S, TimeBudget
 from .exceptions import CandidateError
 
 GATES = (
@@ -54,6 +56,19 @@ GATE_DEFAULTS: dict[str, dict[str, Any]] = {
     "throughput": {"samples": 5, "warmup": 1, "prompt_words": 96, "max_tokens": 128, "floors": {}},
     "nccl": {"probe_timeout_s": 120.0},
 }
+
+
+def cache_dir() -> Path:
+    """Where installs put what candidates load: engine venvs, converted models, wheels."""
+    return Path(os.environ.get("TP2QUAL_CACHE") or "~/.cache/tp2qual").expanduser()
+
+
+def usable_cpus() -> int:
+    """The cores this process may run on (a container or taskset may allow fewer than exist)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
 
 
 @cache
@@ -115,6 +130,30 @@ class Candidate:
         merged.update(copy.deepcopy(self.spec.get("gates", {}).get(name, {})))
         return merged
 
+    def time_budget(self, gate: str | None = None) -> TimeBudget:
+        """The per-request time budget: the decode floor (``serve.min_decode_tok_s``, else the
+        throughput gate's median floor) and the prefill allowance; a gate may fix its own."""
+        serve = self.spec["serve"]
+        floors = self.gate("throughput").get("floors", {})
+        floor = serve.get("min_decode_tok_s") or floors.get("decode_tok_s_median")
+        fixed = self.gate(gate).get("request_timeout_s") if gate else None
+        return TimeBudget(
+            floor_tok_s=float(floor or DEFAULT_FLOOR_TOK_S),
+            prefill_s=float(serve.get("prefill_budget_s", DEFAULT_PREFILL_S)),
+            fixed_s=float(fixed) if fixed else None,
+        )
+
+    @property
+    def request_settings(self) -> dict[str, Any]:
+        """``[gates.request]``: sampling over the neutral defaults and extra body fields."""
+        return copy.deepcopy(self.spec.get("gates", {}).get("request", {}))
+
+    def python(self) -> Path:
+        """The interpreter ``{python}`` names: the engine's own venv when ``launch.python`` says
+        one, else the suite's."""
+        venv = self.launch.get("python")
+        return cache_dir() / venv / "bin" / "python" if venv else Path(sys.executable)
+
     def not_applicable(self, gate: str) -> str | None:
         """Why a gate does not apply to this candidate, or None when it does."""
         if gate == "nccl" and self.tp == 1:
@@ -137,6 +176,8 @@ class Candidate:
         ref = self.model.get("file")
         if ref is None:
             return None
+        if ref.startswith("cache:"):
+            return cache_dir() / ref[len("cache:") :]
         if ref.startswith("pkg:"):
             module, _, rel = ref[4:].partition("/")
             spec = importlib.util.find_spec(module)
@@ -152,10 +193,12 @@ class Candidate:
     def placeholders(self, *, port: int, host: str = "127.0.0.1") -> dict[str, str]:
         model_file = self.model_file()
         return {
-            "python": sys.executable,
+            "python": str(self.python()),
             "host": host,
             "port": str(port),
+            "threads": str(usable_cpus()),
             "model_file": str(model_file) if model_file else "",
+            "model_dir": str(model_file.parent) if model_file else "",
             "model_repo": self.model["repo"],
             "revision": self.model["revision"],
             "served_name": self.served_name,

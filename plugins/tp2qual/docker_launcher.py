@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from .candidate import Candidate
+from .docker_engine import open_client
 from .docker_pins import Pin, image_matches, resolve_pin
 from .docker_run import (
-    _API_TIMEOUT_S,
     INSPECT_FILE,
     SESSION,
     gpu_request,
@@ -150,9 +150,7 @@ class DockerLauncher:
 
     def _docker(self) -> Any:
         if self._client is None:
-            import docker
-
-            self._client = docker.from_env(timeout=_API_TIMEOUT_S)
+            self._client = open_client()
         return self._client
 
     def _verified_image(self, client: Any) -> dict[str, Any]:

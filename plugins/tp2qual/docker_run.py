@@ -29,7 +29,6 @@ SESSION = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 INSPECT_FILE = "container-inspect.json"
 CONTAINER_HF_CACHE = "/root/.cache/huggingface/hub"
-_API_TIMEOUT_S = 30
 
 
 def is_wsl2() -> bool:

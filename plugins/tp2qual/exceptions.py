@@ -3,10 +3,14 @@
     QualError
     ├── CandidateError        a candidate file is malformed or names something that does not exist
     ├── PinMismatch           the model file or image on disk is not the pinned one
+    ├── ResponseTimeout       alive, but no answer within the request's time budget
     └── ServerError           a server did not come up or stopped serving
         ├── StartupExited     the process/container exited during start-up
         ├── StartupTimeout    not ready before the readiness deadline
         └── ServerDied        it was ready, then died mid-run
+
+Each of these speaks about the candidate (a gate that raises one FAILs); any other exception in
+a gate is the suite's own fault and reads as a suite error.
 
 Each carries the candidate's name and, where there is one, the log path, so a message always says
 what and where.
@@ -32,6 +36,10 @@ class CandidateError(QualError):
 
 class PinMismatch(QualError):
     """What is on disk is not what the candidate pins (model sha256, image digest)."""
+
+
+class ResponseTimeout(QualError):
+    """The server is alive but did not answer within the request's time budget."""
 
 
 class ServerError(QualError):

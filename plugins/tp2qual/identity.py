@@ -36,13 +36,14 @@ def model_identity(candidate: Candidate) -> dict[str, Any]:
         if not path.is_file():
             raise PinMismatch(f"model.file: {path} does not exist", candidate=candidate.name)
         digest = sha256_unchanged(path)
+        kind = pinned.partition(":")[0] if ":" in pinned else "sha256"  # gguf-sha256 or sha256
         facts.update(
             file=str(path),
             file_sha256=digest,
             file_bytes=path.stat().st_size,
-            resolved_revision=f"gguf-sha256:{digest}",
+            resolved_revision=f"{kind}:{digest}",
         )
-        if pinned.startswith("gguf-sha256:") and pinned != facts["resolved_revision"]:
+        if ":" in pinned and pinned != facts["resolved_revision"]:
             raise PinMismatch(
                 f"model.revision pins {pinned} but {path} has sha256 {digest}",
                 candidate=candidate.name,

@@ -94,6 +94,7 @@ def why_not_runnable(candidate: Candidate) -> str | None:
     if needed and (have := gpu_count()) < needed:
         return f"needs {needed} NVIDIA GPU(s), this machine has {have}"
     if candidate.launcher_kind == "docker":
+        from .docker_engine import unavailable as docker_unavailable
         from .docker_pins import pin_unresolved
 
         return docker_unavailable() or pin_unresolved(candidate)
@@ -121,15 +122,3 @@ def gpu_count() -> int:
     except Exception:  # no driver, no library: no GPUs here
         return 0
 
-
-@cache
-def docker_unavailable() -> str | None:
-    try:
-        import docker
-
-        client = docker.from_env(timeout=5)
-        client.ping()
-        client.close()
-    except Exception as exc:
-        return f"needs a running Docker engine ({type(exc).__name__})"
-    return None

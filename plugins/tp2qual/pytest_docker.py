@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from .pytest_candidates import docker_unavailable, run_key
+from .docker_engine import docker_client, unavailable
+from .pytest_candidates import run_key
 from .pytest_gating import candidate_of
 
 swept_key = pytest.StashKey[list[str]]()
@@ -30,28 +31,19 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[run_key].options["pull"] = config.getoption("pull")
 
 
-def _client():  # type: ignore[no-untyped-def]
-    import docker
-
-    return docker.from_env(timeout=30)
-
-
 def pytest_collection_finish(session: pytest.Session) -> None:
     if session.config.getoption("plan", False) or not _wants_docker(session):
         return
     from .docker_sweep import sweep
 
     state = session.config.stash[run_key]
-    client = _client()
-    try:
+    with docker_client() as client:
         removed = sweep(
             client,
             reason="leftover from an earlier run",
             keep_run=state.run_id,
             save_to=state.run_dir / "leftovers",
         )
-    finally:
-        client.close()
     session.config.stash[swept_key] = removed
     if removed:
         session.config.get_terminal_writer().line(
@@ -63,7 +55,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 def _wants_docker(session: pytest.Session) -> bool:
     selected = {c.name: c for item in session.items if (c := candidate_of(item)) is not None}
     wanted = any(c.launcher_kind == "docker" for c in selected.values())
-    return wanted and docker_unavailable() is None
+    return wanted and unavailable() is None
 
 
 @pytest.hookimpl(trylast=True)
@@ -73,8 +65,5 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     from .docker_run import SESSION
     from .docker_sweep import sweep
 
-    client = _client()
-    try:
+    with docker_client() as client:
         sweep(client, reason="session end", only_session=SESSION)
-    finally:
-        client.close()

@@ -21,7 +21,7 @@ import pytest
 from .evidence import REPORT, write_manifest
 from .pytest_candidates import run_key
 from .pytest_gating import candidate_of, gate_of
-from .record import CandidateRecord
+from .record import ERROR, CandidateRecord
 from .report import gate_artifacts, write_report
 from .runstate import RunState
 
@@ -114,6 +114,7 @@ def suite_properties(record: CandidateRecord) -> list[tuple[str, str]]:
     facts: dict[str, Any] = {
         "verdict": record.verdict(),
         "failed_gate": (record.first_failure() or ("",))[0],
+        "suite_error_gate": (record.first(ERROR) or ("",))[0],
         "run_id": record.run_id,
         "model_repo": record.candidate.model.get("repo"),
         "model_sha": (ident.get("model") or {}).get("file_sha256")
@@ -210,13 +211,21 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     terminalreporter.section("qualification")
     report = _shown(state.run_dir / REPORT)
     for name, record in state.records.items():
-        failure = record.first_failure()
-        where = f"failed {failure[0]}: {failure[1].reason[:100]}" if failure else "no failed gate"
-        terminalreporter.line(f"{record.verdict():<10} {name}  {where}  report: {report}#{name}")
+        verdict = str(record.verdict())
+        terminalreporter.line(f"{verdict:<10} {name}  {_why(record)}  report: {report}#{name}")
     terminalreporter.line(
         f"evidence: {_shown(state.run_dir)}  "
         f"(check it: python -m tp2qual verify {_shown(state.run_dir)})"
     )
+
+
+def _why(record: CandidateRecord) -> str:
+    if failure := record.first_failure():
+        return f"failed {failure[0]}: {failure[1].reason[:100]}"
+    if error := record.first(ERROR):
+        where = record.evidence.root / error[1].error_artifact
+        return f"suite error in {error[0]}, not the candidate's fault (traceback: {_shown(where)})"
+    return "no failed gate"
 
 
 def _shown(path: Path) -> str:

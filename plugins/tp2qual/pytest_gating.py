@@ -4,6 +4,11 @@ Decide, then act: ``verdict_for`` looks at the candidate's record and returns wh
 not run (not applicable, blocked by an earlier gate, optional lane without its baseline) or
 None; the setup hook acts on it with a skip — never xfail, which would read as expected. The
 report wrapper writes each test's outcome into the record, so the next gate can see it.
+
+Whose fault: ``blames_candidate`` decides. A gate's assertion, ``pytest.fail`` and the suite's own
+``QualError`` tree (server exits, dies or does not answer in time; pins) speak about the
+candidate and FAIL the gate. Anything else — a bug, a warning turned error — is a *suite error*:
+the gate is ERROR with its traceback kept as an artifact, and the candidate is never blamed.
 """
 
 from __future__ import annotations
@@ -16,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from .candidate import GATES, Candidate
-from .exceptions import ServerError
+from .exceptions import QualError, ServerError
 from .pytest_candidates import run_key
-from .record import BLOCKED, FAILED, NOT_APPLICABLE, PASSED, CandidateRecord
+from .record import BLOCKED, ERROR, FAILED, NOT_APPLICABLE, PASSED, STOPPING, CandidateRecord
 from .runstate import RunState
 
 
@@ -42,9 +47,11 @@ def verdict_for(state: RunState, record: CandidateRecord, gate: str) -> str | No
     if record.server_down:
         return f"blocked by {record.server_down}"
     for earlier in GATES[: GATES.index(gate)]:
-        if record.gates[earlier].outcome in (FAILED, BLOCKED):
-            first = record.first_failure()
-            return f"blocked by {first[0] if first else earlier}"
+        if record.gates[earlier].outcome in STOPPING:
+            if first := record.first(FAILED, ERROR):
+                suite = " (suite error)" if first[1].outcome == ERROR else ""
+                return f"blocked by {first[0]}{suite}"
+            return f"blocked by {earlier}"
     after = record.candidate.spec.get("lane", {}).get("after")
     if after and not baseline_passed(state, after):
         return (
@@ -110,7 +117,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if why is None:
         return
     result = record.gates[gate]
-    if result.outcome != FAILED:  # a gate that already failed stays failed
+    if result.outcome not in (FAILED, ERROR):  # a gate that already failed stays failed
         result.outcome = NOT_APPLICABLE if why.startswith("not applicable") else BLOCKED
         result.reason = why
         record.save()
@@ -124,7 +131,7 @@ def pytest_runtest_makereport(
     report = yield
     context = None if report.skipped else _context(item)  # no record for a skipped candidate
     if context is not None:
-        _note(item, report, *context)
+        _note(item, report, call, context[1], context[2])
         if report.failed and call.excinfo is not None and call.excinfo.errisinstance(ServerError):
             _, record, gate = context
             kind = "start-up failed" if report.when == "setup" else "server died"
@@ -133,27 +140,46 @@ def pytest_runtest_makereport(
     return report
 
 
+def blames_candidate(excinfo: pytest.ExceptionInfo[BaseException] | None) -> bool:
+    """Whether a failure is a statement about the candidate (see the module docstring)."""
+    if excinfo is None:
+        return False
+    return excinfo.errisinstance((AssertionError, pytest.fail.Exception, QualError))
+
+
 def _note(
     item: pytest.Item,
     report: pytest.TestReport,
-    state: RunState,
+    call: pytest.CallInfo[None],
     record: CandidateRecord,
     gate: str,
 ) -> None:
     result = record.gates[gate]
     test = item.originalname if isinstance(item, pytest.Function) else item.name
-    if report.failed:
+    if report.failed and blames_candidate(call.excinfo):
         result.tests[test] = "failed"
         if result.outcome != FAILED:
             result.outcome = FAILED
             result.reason = _one_line_cause(report)
             result.excerpt = _excerpt(record)
+    elif report.failed:
+        result.tests[test] = "error"
+        if result.outcome not in (FAILED, ERROR):  # a proven failure, or the first error, stays
+            result.outcome = ERROR
+            result.reason = "suite error (not the candidate's fault): " + _one_line_cause(report)
+            result.error_artifact = record.evidence.write_text(
+                f"suite_errors/{gate}-{_safe(test)}-{report.when}.txt", report.longreprtext
+            )
     elif report.when == "call":
         result.tests[test] = "passed"
-        if result.outcome != FAILED:
+        if result.outcome not in (FAILED, ERROR):
             result.outcome = PASSED
     result.seconds += report.duration  # every phase of every test of the gate
     record.save()
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:120]
 
 
 def _one_line_cause(report: pytest.TestReport) -> str:

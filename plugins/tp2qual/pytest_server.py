@@ -154,7 +154,8 @@ def _progress_printer(config: pytest.Config, candidate: Candidate) -> Callable[[
 @pytest.fixture
 def api(server: Server, request: pytest.FixtureRequest) -> Api:
     """Recorded HTTP calls into this gate's artifact ``<gate>.jsonl``."""
-    return server.api(f"{gate_of(request.node) or request.node.name}.jsonl")
+    gate = gate_of(request.node)
+    return server.api(f"{gate or request.node.name}.jsonl", gate)
 
 
 @pytest.fixture

@@ -1,8 +1,11 @@
 """What a run found, per candidate and gate; saved as ``finding.json`` on every change.
 
 The verdict is derived, never set: PASS only when every gate passed or does not apply, and every
-claim names an artifact. Anything less final (a gate not run, an interrupted run) is INCOMPLETE,
-which is also what a crash leaves on disk, since the file is rewritten after every gate.
+claim names an artifact. FAIL only when a gate failed *because of the candidate* (an assertion
+about its answers, its server not starting or dying). ERROR when the suite itself broke (a bug,
+a warning turned error): that is never a finding about the candidate. Anything less final (a gate
+not run, an interrupted run) is INCOMPLETE, which is also what a crash leaves on disk, since the
+file is rewritten after every gate.
 """
 
 from __future__ import annotations
@@ -10,30 +13,49 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from .candidate import GATES, Candidate
 from .claims import Claim, stamp
 from .evidence import Evidence
 
-PASSED, FAILED, BLOCKED, NOT_APPLICABLE, NOT_RUN = (
-    "passed",
-    "failed",
-    "blocked",
-    "not_applicable",
-    "not_run",
-)
+
+class Outcome(StrEnum):
+    """What happened to one gate of one candidate."""
+
+    PASSED = "passed"
+    FAILED = "failed"  # the candidate's fault: an assertion about it, its server down
+    ERROR = "error"  # the suite's own fault: never held against the candidate
+    BLOCKED = "blocked"
+    NOT_APPLICABLE = "not_applicable"
+    NOT_RUN = "not_run"
 
 
-def derive_verdict(outcomes: set[str], *, finished: bool, unbacked_claims: int) -> str:
-    """The rule, in one place (``verify`` applies it to a finding on disk)."""
+class Verdict(StrEnum):
+    PASS = "PASS"
+    FAIL = "FAIL"
+    ERROR = "ERROR"
+    INCOMPLETE = "INCOMPLETE"
+
+
+PASSED, FAILED, ERROR = Outcome.PASSED, Outcome.FAILED, Outcome.ERROR
+BLOCKED, NOT_APPLICABLE, NOT_RUN = Outcome.BLOCKED, Outcome.NOT_APPLICABLE, Outcome.NOT_RUN
+STOPPING = (Outcome.FAILED, Outcome.ERROR, Outcome.BLOCKED)  # later gates cannot run after these
+
+
+def derive_verdict(outcomes: set[str], *, finished: bool, unbacked_claims: int) -> Verdict:
+    """The rule, in one place (``verify`` applies it to a finding on disk). A candidate's proven
+    failure outranks a suite error: a FAIL asserted before the suite broke stays true."""
     if FAILED in outcomes:
-        return "FAIL"
+        return Verdict.FAIL
+    if ERROR in outcomes:
+        return Verdict.ERROR
     if not finished or outcomes - {PASSED, NOT_APPLICABLE}:
-        return "INCOMPLETE"
+        return Verdict.INCOMPLETE
     if unbacked_claims:
-        return "INCOMPLETE"
-    return "PASS"
+        return Verdict.INCOMPLETE
+    return Verdict.PASS
 
 
 def unbacked(gates: Iterable[tuple[str, list[str]]]) -> int:
@@ -53,10 +75,12 @@ class GateResult:
     tests: dict[str, str] = field(default_factory=dict)  # test id -> outcome
     seconds: float = 0.0
     excerpt: list[str] = field(default_factory=list)  # log lines explaining a failure
+    error_artifact: str = ""  # a suite error's traceback, relative to the candidate folder
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "outcome": self.outcome,
+            "outcome": str(self.outcome),
+            "error_artifact": self.error_artifact,
             "reason": self.reason,
             "claims": [c.as_dict() for c in self.claims],
             "tests": self.tests,
@@ -77,12 +101,15 @@ class CandidateRecord:
     server_down: str = ""  # set once the server failed to start or died: nothing more can run
 
     def first_failure(self) -> tuple[str, GateResult] | None:
+        return self.first(FAILED)
+
+    def first(self, *outcomes: str) -> tuple[str, GateResult] | None:
         for gate in GATES:
-            if self.gates[gate].outcome == FAILED:
+            if self.gates[gate].outcome in outcomes:
                 return gate, self.gates[gate]
         return None
 
-    def verdict(self) -> str:
+    def verdict(self) -> Verdict:
         return derive_verdict(
             {g.outcome for g in self.gates.values()},
             finished=self.finished,
@@ -92,7 +119,7 @@ class CandidateRecord:
         )
 
     def as_dict(self) -> dict[str, Any]:
-        failure = self.first_failure()
+        failure, error = self.first_failure(), self.first(ERROR)
         return {
             "schema": "tp2qual.finding/1",
             "run_id": self.run_id,
@@ -103,9 +130,10 @@ class CandidateRecord:
             "candidate_file": str(self.candidate.path),
             "candidate_spec": self.candidate.spec,
             "identity": self.identity,
-            "verdict": self.verdict(),
+            "verdict": str(self.verdict()),
             "finished": self.finished,
             "failed_gate": failure[0] if failure else None,
+            "suite_error_gate": error[0] if error else None,
             "gates": {g: r.as_dict() for g, r in self.gates.items()},
         }
 

@@ -73,6 +73,8 @@ def build_gate(
     files = gate_artifacts(cand_dir, gate, [c.get("artifact", "") for c in claims])
     if data.get("outcome") == "failed" and (cand_dir / "server.log").is_file():
         files.append(cand_dir / "server.log")
+    if data.get("error_artifact") and (cand_dir / data["error_artifact"]).is_file():
+        files.append(cand_dir / data["error_artifact"])
     rows = tuple(
         ClaimRow(
             c.get("name", "?"),
@@ -279,6 +281,7 @@ def build_candidate(run_dir: Path, cand_dir: Path, manifest: dict[str, Any]) -> 
         identity=identity_facts(cand_dir, finding),
         launch_flags=launch_flags(cand_dir, finding),
         failures=tuple(g for g in gates if g.outcome == "failed"),
+        suite_errors=tuple(g for g in gates if g.outcome == "error"),
         stats=stat_rows(_json(cand_dir / SUMMARY)),
         plots=sample_plots(cand_dir),
         context=performance_context(cand_dir),

@@ -10,6 +10,7 @@ from typing import Any
 OUTCOME_LABELS = {
     "passed": "passed",
     "failed": "failed",
+    "error": "suite error",
     "blocked": "blocked",
     "not_applicable": "not applicable",
     "not_run": "not run",
@@ -106,6 +107,7 @@ class CandidateView:
     identity: tuple[Fact, ...]
     launch_flags: tuple[str, ...]
     failures: tuple[GateRow, ...]
+    suite_errors: tuple[GateRow, ...]
     stats: tuple[StatRow, ...]
     plots: tuple[Plot, ...]
     context: tuple[Fact, ...]  # TP1 baseline ratios, roofline, server-side timings

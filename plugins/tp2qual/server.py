@@ -1,7 +1,9 @@
 """The server handle gates talk to, and the recorded HTTP exchanges they make.
 
-Every request has an explicit timeout and is never retried (a retry would hide the very fault a
-gate looks for). Every exchange — request, status, raw response or stream chunks with arrival
+Every request has an explicit timeout, sized by the candidate's time budget from what it asks
+for (``budget.py``), and is never retried (a retry would hide the very fault a gate looks for).
+A timeout on a live server is a ``ResponseTimeout`` that says what was asked and what was allowed.
+Every exchange — request, status, raw response or stream chunks with arrival
 times — is appended to the gate's JSONL artifact before the gate looks at it.
 """
 
@@ -14,13 +16,14 @@ from typing import Any
 
 import httpx
 
+from .budget import TimeBudget
 from .candidate import Candidate
 from .evidence import Evidence
-from .exceptions import ServerDied
+from .exceptions import ResponseTimeout, ServerDied
 from .launch import Launcher
 
 DEATH_GRACE_S = 2.0  # after a transport error, how long to wait for the exit to show
-DEFAULT_TIMEOUT_S = 300.0  # long generations on a busy CPU; failures are caught by liveness
+CONTROL_TIMEOUT_S = 30.0  # requests that generate nothing: /v1/models, /metrics, /version
 
 
 class Server:
@@ -32,7 +35,7 @@ class Server:
         self.evidence = evidence
         self.base_url = launcher.base_url
         self._http = httpx.Client(
-            base_url=self.base_url, trust_env=False, timeout=DEFAULT_TIMEOUT_S
+            base_url=self.base_url, trust_env=False, timeout=CONTROL_TIMEOUT_S
         )
 
     def check_alive(self) -> None:
@@ -47,10 +50,14 @@ class Server:
                 log_path=self.launcher.log.path,
             )
 
-    def api(self, artifact: str) -> Api:
-        return Api(self, artifact)
+    def api(self, artifact: str, gate: str | None = None) -> Api:
+        return Api(self, artifact, self.candidate.time_budget(gate))
 
-    def openai(self, timeout: float = DEFAULT_TIMEOUT_S) -> Any:
+    def last_log_line(self) -> str:
+        lines = self.launcher.log.tail_text(1).strip().splitlines()
+        return lines[-1].strip() if lines else "(empty log)"
+
+    def openai(self, timeout: float = CONTROL_TIMEOUT_S) -> Any:
         """An OpenAI client for custom gates: no silent retries, explicit timeout."""
         import openai
 
@@ -108,9 +115,31 @@ def _parse(response: httpx.Response) -> Any:
 class Api:
     """Recorded calls into one gate artifact."""
 
-    def __init__(self, server: Server, artifact: str):
+    def __init__(self, server: Server, artifact: str, budget: TimeBudget | None = None):
         self.server = server
         self.artifact = artifact
+        self.budget = budget or server.candidate.time_budget()
+
+    def timeout_for(self, body: Any) -> float:
+        """Generating requests get the budget for their max_tokens; the rest a short timeout."""
+        if isinstance(body, dict) and "messages" in body:
+            return self.budget.seconds_for(body.get("max_tokens"))
+        return CONTROL_TIMEOUT_S
+
+    def _timed_out(self, body: Any, timeout: float) -> None:
+        __tracebackhide__ = True
+        self.server.check_alive()
+        asked = body.get("max_tokens") if isinstance(body, dict) else None
+        what = (
+            self.budget.explain(asked)
+            if timeout == self.timeout_for(body) and isinstance(body, dict) and "messages" in body
+            else f"no response within {timeout:.0f} s"
+        )
+        raise ResponseTimeout(
+            f"{what}; server alive; last log line: {self.server.last_log_line()[:200]}",
+            candidate=self.server.candidate.name,
+            log_path=self.server.launcher.log.path,
+        )
 
     def _record(self, tag: str, method: str, path: str, body: Any, **result: Any) -> None:
         self.server.evidence.append_jsonl(
@@ -134,11 +163,16 @@ class Api:
         raise exc
 
     def request(
-        self, tag: str, method: str, path: str, body: Any = None, timeout: float = DEFAULT_TIMEOUT_S
+        self, tag: str, method: str, path: str, body: Any = None, timeout: float | None = None
     ) -> Exchange:
+        timeout = self.timeout_for(body) if timeout is None else timeout
         began = time.perf_counter()
         try:
             response = self.server._http.request(method, path, json=body, timeout=timeout)
+        except httpx.TimeoutException as exc:
+            self._record(tag, method, path, body, error=repr(exc), timeout_s=timeout)
+            self._timed_out(body, timeout)
+            raise
         except httpx.TransportError as exc:
             self._record(tag, method, path, body, error=repr(exc))
             self._transport_failed(exc)
@@ -150,16 +184,19 @@ class Api:
         )
         return Exchange(tag, response.status_code, parsed, elapsed)
 
-    def chat(self, tag: str, body: dict[str, Any], timeout: float = DEFAULT_TIMEOUT_S) -> Exchange:
+    def chat(self, tag: str, body: dict[str, Any], timeout: float | None = None) -> Exchange:
         return self.request(tag, "POST", "/v1/chat/completions", body, timeout)
 
-    def stream_chat(
-        self, tag: str, body: dict[str, Any], timeout: float = DEFAULT_TIMEOUT_S
-    ) -> Stream:
+    def stream_chat(self, tag: str, body: dict[str, Any], timeout: float | None = None) -> Stream:
         body = {**body, "stream": True}
+        timeout = self.timeout_for(body) if timeout is None else timeout
         began = time.perf_counter()
         try:
             result = self._stream(tag, body, began, timeout)
+        except httpx.TimeoutException as exc:
+            self._record(tag, "POST", "/v1/chat/completions", body, error=repr(exc))
+            self._timed_out(body, timeout)
+            raise
         except httpx.TransportError as exc:
             self._record(tag, "POST", "/v1/chat/completions", body, error=repr(exc))
             self._transport_failed(exc)

@@ -17,10 +17,10 @@ from typing import Any
 from .candidate import GATES
 from .claims import DerivationError, derive_from, same, sha256_bytes
 from .evidence import MANIFEST, NOT_HASHED, sha256_of
-from .record import FAILED, NOT_RUN, PASSED, derive_verdict, unbacked
+from .record import ERROR, FAILED, NOT_RUN, PASSED, Outcome, Verdict, derive_verdict, unbacked
 
 FINDING = "finding.json"
-OUTCOMES = frozenset({"passed", "failed", "blocked", "not_applicable", "not_run"})
+OUTCOMES = frozenset(str(o) for o in Outcome)
 
 
 @dataclass(frozen=True)
@@ -136,6 +136,7 @@ def check_candidate(
     except (OSError, ValueError) as exc:
         return [Problem("finding", where, f"unreadable: {exc}")]
     problems = check_verdict(finding, where) + check_backing(finding, where)
+    problems += check_suite_errors(cand_dir, finding, where)
     if finding.get("run_id") != run_dir.name:
         problems.append(
             Problem(
@@ -181,21 +182,36 @@ def check_verdict(finding: dict[str, Any], where: str) -> list[Problem]:
                 "verdict", where, f"states {finding.get('verdict')} but its gates give {expected}"
             )
         )
-    first = next((g for g in GATES if (gates.get(g) or {}).get("outcome") == FAILED), None)
-    if finding.get("failed_gate") != first:
-        problems.append(
-            Problem(
-                "verdict",
-                where,
-                f"names failed gate {finding.get('failed_gate')!r}; its gates say {first!r}",
+    for field_name, outcome in (("failed_gate", FAILED), ("suite_error_gate", ERROR)):
+        first = next((g for g in GATES if (gates.get(g) or {}).get("outcome") == outcome), None)
+        if finding.get(field_name) != first and (field_name in finding or first):
+            problems.append(
+                Problem(
+                    "verdict",
+                    where,
+                    f"names {field_name} {finding.get(field_name)!r}; its gates say {first!r}",
+                )
             )
-        )
+    return problems
+
+
+def check_suite_errors(cand_dir: Path, finding: dict[str, Any], where: str) -> list[Problem]:
+    """A suite error keeps its traceback: the gate names the artifact and it is on disk."""
+    problems = []
+    for gate, result in (finding.get("gates") or {}).items():
+        if (result or {}).get("outcome") != ERROR:
+            continue
+        artifact = result.get("error_artifact") or ""
+        if not artifact or not (cand_dir / artifact).is_file():
+            problems.append(
+                Problem("finding", where, f"suite error in {gate} without its traceback artifact")
+            )
     return problems
 
 
 def check_backing(finding: dict[str, Any], where: str) -> list[Problem]:
     """A PASS rests on claims: every passed gate has one and every claim names an artifact."""
-    if finding.get("verdict") != "PASS":
+    if finding.get("verdict") != Verdict.PASS:
         return []
     problems = []
     for gate, result in (finding.get("gates") or {}).items():
