@@ -167,7 +167,7 @@ def midrun_case(make: Callable[[Path], Launcher], kill: Callable[[Any], None],
         wait_ready(launcher, served_name=launcher.candidate.served_name, timeout_s=120)
         server = Server(launcher.candidate, launcher, Evidence(folder, Redactor()))
         settings = {"prompt_words": 96, "max_tokens": STREAM_TOKENS, "min_tokens": STREAM_TOKENS}
-        body = request_body(launcher.candidate.served_name, settings, 1)
+        body = request_body(launcher.candidate, settings, 1)
         killer.start(0.5)
         with _first_chunk_tap(server, killer.go):
             try:

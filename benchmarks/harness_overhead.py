@@ -44,7 +44,7 @@ def record_stream(max_tokens: int) -> list[dict[str, Any]]:
     folder = results_dir("harness-record")
     with local_server(folder) as run:
         settings = {"prompt_words": 96, "max_tokens": max_tokens, "min_tokens": max_tokens}
-        body = request_body(run.candidate.served_name, settings, 1)
+        body = request_body(run.candidate, settings, 1)
         stream = run.server.api("recorded.jsonl").stream_chat("record", body)
     return stream.chunks
 

@@ -99,7 +99,7 @@ def suite_round(run: Running, settings: dict[str, Any], samples: int, rnd: int) 
     name = run.candidate.served_name
     out = []
     for n in range(samples + 1):
-        body = request_body(name, settings, n)
+        body = request_body(run.candidate, settings, n)
         got = measure(api, f"r{rnd}-{'warmup' if n == 0 else 'sample'}#{n}", body, name)
         finish = (got.stream.chunks[-1].get("choices") or [{}])[0].get("finish_reason")
         if not got.figures.get("ok"):
@@ -116,7 +116,7 @@ def write_dataset(path: Path, run: Running, settings: dict[str, Any], samples: i
     """The gate's prompts, in order, as an AIPerf single_turn file (entry 0 is the warm-up)."""
     with path.open("w", encoding="utf-8") as fh:
         for n in range(samples + 1):
-            body = request_body(run.candidate.served_name, settings, n)
+            body = request_body(run.candidate, settings, n)
             fh.write(json.dumps({"text": body["messages"][0]["content"]}) + "\n")
 
 

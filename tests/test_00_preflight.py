@@ -44,7 +44,6 @@ def test_image_pin_matches(candidate, record, claim):
     claim("image_id", "identity/image.json", op="field", path="image_id")
 
 
-
 def test_gpus_fit_and_are_free(candidate, record, request):
     snapshot = gpu.snapshot()
     record.identity["topology"] = snapshot

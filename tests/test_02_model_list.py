@@ -2,17 +2,20 @@
 
 Pass means: ``GET /v1/models`` lists exactly the served name (no alias, no path, nothing else),
 and where the engine reports a context length (vLLM's ``max_model_len``), it equals the bounded
-context of the candidate. The raw response is the artifact.
+context of the candidate; the engine reports the version the candidate states. The raw
+response is the artifact.
 """
 
 from __future__ import annotations
 
 import pytest
 
+from tp2qual.gates import Api, Candidate, CandidateRecord, Claimer
+
 pytestmark = pytest.mark.model_list
 
 
-def test_lists_exactly_the_served_name(api, candidate, claim):
+def test_lists_exactly_the_served_name(api: Api, candidate: Candidate, claim: Claimer) -> None:
     listing = api.request("models", "GET", "/v1/models", timeout=10)
     assert listing.status == 200, f"/v1/models answered HTTP {listing.status}: {listing.body}"
     ids = [card.get("id") for card in listing.body.get("data", [])]
@@ -22,7 +25,7 @@ def test_lists_exactly_the_served_name(api, candidate, claim):
     claim("served_model", "model_list.jsonl", op="field", path="response.data.0.id")
 
 
-def test_reported_context_is_the_bound(api, candidate, claim):
+def test_reported_context_is_the_bound(api: Api, candidate: Candidate, claim: Claimer) -> None:
     listing = api.request("models-context", "GET", "/v1/models", timeout=10)
     card = listing.body["data"][0]
     if "max_model_len" not in card:
@@ -32,3 +35,17 @@ def test_reported_context_is_the_bound(api, candidate, claim):
         f"{candidate.max_model_len}"
     )
     claim("max_model_len", "model_list.jsonl", op="field", path="response.data.0.max_model_len")
+
+
+def test_engine_is_the_stated_version(candidate: Candidate, record: CandidateRecord) -> None:
+    """The engine says what it is (vLLM ``/version``, SGLang ``/server_info``; llama.cpp: the
+    installed package or the image label), and it is the version the candidate states."""
+    stated = candidate.spec["engine"].get("version")
+    engine = record.identity.get("engine") or {}
+    if not stated:
+        pytest.skip("the candidate states no engine.version")
+    assert engine.get("version") == stated, (
+        f"engine reports version {engine.get('version')!r}"
+        f"{' (' + engine['version_error'] + ')' if engine.get('version_error') else ''}; "
+        f"the candidate states {stated!r}"
+    )

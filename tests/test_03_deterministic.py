@@ -10,35 +10,38 @@ from __future__ import annotations
 
 import pytest
 
-from tp2qual.checks.answers import check_answer, check_identical, split_reasoning
+from tp2qual.checks.answers import check_answer, check_budget, check_identical, split_reasoning
+from tp2qual.gates import Api, Candidate, CandidateRecord, Claimer, chat_body, messages
 
 pytestmark = pytest.mark.deterministic
 
 
-def _body(candidate, prompt: dict, settings: dict) -> dict:
-    messages = [{"role": "system", "content": prompt["system"]}] if "system" in prompt else []
-    return {
-        "model": candidate.served_name,
-        "messages": [*messages, {"role": "user", "content": prompt["prompt"]}],
-        "temperature": 0,
-        "seed": settings["seed"],
-        "max_tokens": settings["max_tokens"],
-    }
+def _body(candidate: Candidate, prompt: dict, settings: dict) -> dict:
+    chat = messages(prompt["prompt"], prompt.get("system"))
+    return chat_body(candidate, chat, max_tokens=settings["max_tokens"], seed=settings["seed"])
 
 
-def test_known_answers_correct_and_identical(api, candidate, record, claim):
+def test_known_answers_correct_and_identical(
+    api: Api, candidate: Candidate, record: CandidateRecord, claim: Claimer
+) -> None:
     settings = candidate.gate("deterministic")
     assert settings["prompts"], "the candidate names no known-answer prompts"
     problems = []
     for prompt in settings["prompts"]:
-        answers, reasonings = [], []
+        answers, reasonings, finishes = [], [], []
         for i in range(settings["repeats"]):
             reply = api.chat(f"{prompt['id']}#{i}", _body(candidate, prompt, settings))
             assert reply.status == 200, f"{prompt['id']}: HTTP {reply.status}: {reply.body}"
             answer, reasoning = split_reasoning(reply.message)
             answers.append(answer)
             reasonings.append(reasoning)
-        correct = check_answer(answers[0], prompt["expect"], prompt.get("mode", "contains"))
+            finishes.append(reply.finish_reason)
+        budget = check_budget(answers[0], reasonings[0], finishes[0], settings["max_tokens"])
+        correct = (
+            check_answer(answers[0], prompt["expect"], prompt.get("mode", "contains"))
+            if budget.ok
+            else budget
+        )
         identical = check_identical(answers)
         record.evidence.append_jsonl(
             "deterministic_verdicts.jsonl",
@@ -48,6 +51,7 @@ def test_known_answers_correct_and_identical(api, candidate, record, claim):
                 "reasoning": reasonings[0],
                 "expect": prompt["expect"],
                 "correct": correct.ok,
+                "finish_reason": finishes[0],
                 "identical": identical.ok,
                 "repeats": len(answers),
             },

@@ -3,7 +3,9 @@
 Pass means, for every tool_choice mode the candidate requires (``auto``, ``required``, a
 ``named`` tool; each streamed or not): exactly the expected call, arguments that parse as JSON
 and validate against the tool's JSON Schema with no undeclared parameters, the expected argument
-values, ``finish_reason == "tool_calls"``; a streamed call reassembles to the non-streamed one
+values, the finish reason the engine gives a correct call (``tool_calls``; vLLM ends a
+*named* call with ``stop``, deliberately, as OpenAI does — the verdict records which rule
+applied); a streamed call reassembles to the non-streamed one
 with its name sent once; and a follow-up turn carrying the tool result gets an answer that uses
 it (mode ``result``). Modes the candidate does not require are skipped with its written reason.
 """
@@ -18,8 +20,10 @@ from tp2qual.checks.toolcalls import (
     check_call,
     check_stream_matches,
     check_uses_result,
+    expected_finish,
     reassemble_stream,
 )
+from tp2qual.gates import Api, Candidate, CandidateRecord, Claimer, chat_body, messages
 
 pytestmark = pytest.mark.tool_calls
 
@@ -32,19 +36,17 @@ def _choice(mode: str, tool_name: str) -> object:
 
 
 def _messages(settings: dict) -> list[dict]:
-    system = [{"role": "system", "content": settings["system"]}] if "system" in settings else []
-    return [*system, {"role": "user", "content": settings["prompt"]}]
+    return messages(settings["prompt"], settings.get("system"))
 
 
-def _body(candidate, settings: dict, mode: str) -> dict:
-    return {
-        "model": candidate.served_name,
-        "messages": _messages(settings),
-        "tools": [{"type": "function", "function": settings["tool"]}],
-        "tool_choice": _choice(mode, settings["tool"]["name"]),
-        "temperature": 0,
-        "max_tokens": settings["max_tokens"],
-    }
+def _body(candidate: Candidate, settings: dict, mode: str) -> dict:
+    return chat_body(
+        candidate,
+        _messages(settings),
+        max_tokens=settings["max_tokens"],
+        tools=[{"type": "function", "function": settings["tool"]}],
+        tool_choice=_choice(mode, settings["tool"]["name"]),
+    )
 
 
 def _expected_values(calls: list[dict], expect: dict) -> list[str]:
@@ -56,7 +58,7 @@ def _expected_values(calls: list[dict], expect: dict) -> list[str]:
     ]
 
 
-def _require(candidate, mode: str) -> dict:
+def _require(candidate: Candidate, mode: str) -> dict:
     settings = candidate.gate("tool_calls")
     if mode not in settings["modes"]:
         pytest.skip(f"mode {mode} not required for {candidate.name}: {settings.get('why', '')}")
@@ -64,7 +66,9 @@ def _require(candidate, mode: str) -> dict:
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_tool_call(mode, api, candidate, record, claim):
+def test_tool_call(
+    mode: str, api: Api, candidate: Candidate, record: CandidateRecord, claim: Claimer
+) -> None:
     settings = _require(candidate, mode)
     tool = settings["tool"]
     if mode.endswith("-stream"):
@@ -76,7 +80,8 @@ def test_tool_call(mode, api, candidate, record, claim):
         reply = api.chat(mode, _body(candidate, settings, mode))
         assert reply.status == 200, f"{mode}: HTTP {reply.status}: {reply.body}"
         calls, finish = reply.message.get("tool_calls"), reply.finish_reason
-    verdict = check_call(calls, finish, tool["name"], tool["parameters"])
+    finishes, rule = expected_finish(candidate.engine, mode)
+    verdict = check_call(calls, finish, tool["name"], tool["parameters"], finishes, rule)
     problems = (
         [verdict.reason]
         if not verdict.ok
@@ -99,28 +104,25 @@ def test_tool_call(mode, api, candidate, record, claim):
     assert not problems, f"{mode}: " + "; ".join(problems)
 
 
-def test_tool_result_is_used(api, candidate, record):
+def test_tool_result_is_used(api: Api, candidate: Candidate, record: CandidateRecord) -> None:
     settings = _require(candidate, "result")
     first_mode = next(m for m in settings["modes"] if not m.endswith("-stream"))
     reply = api.chat("result-call", _body(candidate, settings, first_mode))
     assert reply.status == 200, f"HTTP {reply.status}: {reply.body}"
     calls = reply.message.get("tool_calls") or []
     assert calls, f"no tool call to answer: {reply.message}"
-    follow_up = {
-        "model": candidate.served_name,
-        "messages": [
-            *_messages(settings),
-            {"role": "assistant", "content": "", "tool_calls": calls[:1]},
-            {
-                "role": "tool",
-                "tool_call_id": calls[0].get("id", "call_0"),
-                "content": settings["result"],
-            },
-        ],
-        "temperature": 0,
-        "max_tokens": settings["max_tokens"],
-    }
-    answer = api.chat("result-answer", follow_up)
+    turns = [
+        *_messages(settings),
+        {"role": "assistant", "content": "", "tool_calls": calls[:1]},
+        {
+            "role": "tool",
+            "tool_call_id": calls[0].get("id", "call_0"),
+            "content": settings["result"],
+        },
+    ]
+    answer = api.chat(
+        "result-answer", chat_body(candidate, turns, max_tokens=settings["max_tokens"])
+    )
     assert answer.status == 200, f"HTTP {answer.status}: {answer.body}"
     verdict = check_uses_result(answer.message.get("content") or "", settings["result_expect"])
     record.evidence.append_jsonl(

@@ -12,8 +12,9 @@ import re
 
 import pytest
 
-from tp2qual.checks.answers import check_answer, split_reasoning
-from tp2qual.prompts import calibrate, filler
+from tp2qual.checks.answers import check_answer, check_budget, split_reasoning
+from tp2qual.gates import Api, Candidate, CandidateRecord, Claimer, Server, chat_body
+from tp2qual.prompts import Calibration, calibrate, filler
 
 pytestmark = pytest.mark.capacity
 
@@ -21,17 +22,12 @@ NEEDLE = "Remember this: the secret city is {answer}."
 QUESTION = "What is the secret city? Answer with the city name only."
 
 
-def _ask(candidate, content: str, max_tokens: int = 16) -> dict:
-    return {
-        "model": candidate.served_name,
-        "temperature": 0,
-        "max_tokens": max_tokens,
-        "messages": [{"role": "user", "content": content}],
-    }
+def _ask(candidate: Candidate, content: str, max_tokens: int = 16) -> dict:
+    return chat_body(candidate, content, max_tokens=max_tokens)
 
 
 @pytest.fixture(scope="module")
-def calibration(server, candidate):
+def calibration(server: Server, candidate: Candidate) -> Calibration:
     api = server.api("capacity.jsonl", "capacity")
     seen = []
     for sentences in (8, 24):
@@ -41,20 +37,28 @@ def calibration(server, candidate):
     return calibrate(*seen)
 
 
-def test_needle_found_near_the_bound(api, candidate, calibration, record, claim):
+def test_needle_found_near_the_bound(
+    api: Api,
+    candidate: Candidate,
+    calibration: Calibration,
+    record: CandidateRecord,
+    claim: Claimer,
+) -> None:
     settings = candidate.gate("capacity")
     answer = settings.get("needle_answer", "Lisbon")
-    target = int(candidate.max_model_len * settings["fill"]) - 32  # room for the reply
+    budget = settings["needle_max_tokens"]  # a thinking model reasons before it answers
+    target = int(candidate.max_model_len * settings["fill"]) - budget  # room for the reply
     total = calibration.sentences_for(target)
     half = total // 2
     prompt = " ".join(
         [filler(half), NEEDLE.format(answer=answer), filler(total - half, start=half + 1), QUESTION]
     )
-    reply = api.chat("needle", _ask(candidate, prompt))
+    reply = api.chat("needle", _ask(candidate, prompt, budget))
     assert reply.status == 200, f"needle prompt: HTTP {reply.status}: {reply.body}"
     used = reply.body["usage"]["prompt_tokens"]
-    text, _ = split_reasoning(reply.message)
-    verdict = check_answer(text, [answer])
+    text, reasoning = split_reasoning(reply.message)
+    verdict = check_budget(text, reasoning, reply.finish_reason, budget)
+    verdict = check_answer(text, [answer]) if verdict.ok else verdict
     record.evidence.append_jsonl(
         "capacity_results.jsonl",
         {
@@ -83,7 +87,13 @@ def _clean_rejection(status: int, body: object) -> str:
     return ""
 
 
-def test_over_bound_rejected_and_server_survives(api, candidate, calibration, record, claim):
+def test_over_bound_rejected_and_server_survives(
+    api: Api,
+    candidate: Candidate,
+    calibration: Calibration,
+    record: CandidateRecord,
+    claim: Claimer,
+) -> None:
     settings = candidate.gate("capacity")
     over = calibration.sentences_for(int(candidate.max_model_len * settings["over_by"]))
     reply = api.chat("over-bound", _ask(candidate, filler(over) + " " + QUESTION))
@@ -109,15 +119,18 @@ def test_over_bound_rejected_and_server_survives(api, candidate, calibration, re
     assert not problems, "; ".join(problems)
 
 
-def test_kv_capacity_recorded(server, api, candidate, record):
+def test_kv_capacity_recorded(api: Api, candidate: Candidate, record: CandidateRecord) -> None:
     facts = {"max_model_len": candidate.max_model_len, "engine": candidate.engine}
     if candidate.engine == "vllm":
         metrics = api.request("metrics", "GET", "/metrics", timeout=10)
         found = re.search(r'vllm:cache_config_info\{[^}]*num_gpu_blocks="(\d+)"', str(metrics.body))
         facts["num_gpu_blocks"] = int(found.group(1)) if found else None
     elif candidate.engine == "sglang":
-        info = api.request("server-info", "GET", "/get_server_info", timeout=10)
-        facts["max_total_num_tokens"] = (info.body or {}).get("max_total_num_tokens")
+        info = api.request("server-info", "GET", "/server_info", timeout=10)
+        if info.status == 404:  # SGLang before /server_info: the deprecated alias
+            info = api.request("server-info-old", "GET", "/get_server_info", timeout=10)
+        body = info.body if isinstance(info.body, dict) else {}
+        facts["max_total_num_tokens"] = body.get("max_total_num_tokens")
     else:
         facts["kv_tokens"] = candidate.max_model_len  # llama.cpp: one slot of n_ctx tokens
     record.evidence.write_json("kv_capacity.json", facts)

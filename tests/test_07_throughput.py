@@ -19,6 +19,7 @@ import pytest
 from tp2qual.checks.stats import summarize
 from tp2qual.claims import read_records
 from tp2qual.comparison import compare_baseline, roofline_for
+from tp2qual.gates import Api, Candidate, CandidateRecord, Claimer
 from tp2qual.identity import load_finding
 from tp2qual.server_timings import ServerWindow
 from tp2qual.throughput import measure, request_body
@@ -29,7 +30,9 @@ SAMPLES = "throughput_samples.jsonl"
 FIGURES = ("ttft_s", "tpot_s", "decode_tok_s", "e2e_s")
 
 
-def test_single_stream_samples(api, candidate, record, claim):
+def test_single_stream_samples(
+    api: Api, candidate: Candidate, record: CandidateRecord, claim: Claimer
+) -> None:
     settings = candidate.gate("throughput")
     runs = [("warmup", i) for i in range(settings["warmup"])]
     runs += [("sample", i) for i in range(settings["samples"])]
@@ -40,7 +43,7 @@ def test_single_stream_samples(api, candidate, record, claim):
         got = measure(
             api,
             f"{phase}#{i}",
-            request_body(candidate.served_name, settings, n),
+            request_body(candidate, settings, n),
             candidate.served_name,
         )
         record.evidence.append_jsonl(SAMPLES, {"phase": phase, "i": i, **got.figures})

@@ -1,10 +1,18 @@
-"""Fixtures shared by the suite's self-tests."""
+"""Fixtures shared by the suite's self-tests.
+
+``httpcore`` is imported here, before any in-process ``pytester`` run: pytester restores
+``sys.modules`` after each inner run, and httpx maps httpcore's exceptions through a table it
+builds on first use. Were httpcore first imported inside an inner run, the table would keep the
+discarded module's classes, and every later transport error would escape as a raw httpcore error
+instead of an ``httpx.TransportError`` (a dying server would no longer read as ``ServerDied``).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
 
+import httpcore  # noqa: F401  (see below)
 import pytest
 
 from tp2qual.docker_engine import docker_client, unavailable

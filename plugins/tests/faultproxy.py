@@ -21,6 +21,8 @@ forwarded — streams chunk by chunk — with exactly one fault injected:
     exit_startup          print a line, exit 3 before serving
     exit_midrun           serve through readiness and model_list, then die (code 7), killing
                           the engine, on the first chat request with max_tokens > 1
+    slow_decode           correct answers, slowly: each streamed piece waits --delay-s first, and
+                          a whole answer waits --delay-s per completion token (a slow serve)
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ FAULTS = (
     "over_bound_500",
     "exit_startup",
     "exit_midrun",
+    "slow_decode",
 )
 REPETITION_MIN_TOKENS = 64
 BAD_ARGUMENTS = '{"city": 42, "extra": true}'
@@ -58,6 +61,7 @@ WRONG_ANSWER = "I am not sure; perhaps Berlin."
 STARTUP_EXIT_CODE, MIDRUN_EXIT_CODE = 3, 7
 
 fault = "none"
+delay_s = 0.05
 upstream = ""
 child: subprocess.Popen[bytes] | None = None
 counter = itertools.count(1)
@@ -106,6 +110,8 @@ def rewrite(method: str, path: str, request: dict, status: int, body: bytes) -> 
     if not chat or status != 200:
         return status, body
     data = json.loads(body)
+    if fault == "slow_decode":
+        time.sleep(delay_s * ((data.get("usage") or {}).get("completion_tokens") or 1))
     tools = bool(request.get("tools"))
     for choice in data.get("choices", []):
         message = choice.get("message") or {}
@@ -161,6 +167,8 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Type", kind)
             self.end_headers()
             for piece in response.iter_raw():
+                if fault == "slow_decode":
+                    time.sleep(delay_s)
                 self.wfile.write(piece)
                 self.wfile.flush()
             return None
@@ -203,13 +211,14 @@ def kill_child() -> None:
 
 
 def main() -> None:
-    global fault, upstream, child
+    global fault, delay_s, upstream, child
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fault", choices=FAULTS, required=True)
     parser.add_argument("--listen-port", type=int, required=True)
+    parser.add_argument("--delay-s", type=float, default=delay_s, help="slow_decode's delay")
     parser.add_argument("engine", nargs=argparse.REMAINDER, help="-- engine argv")
     args = parser.parse_args()
-    fault = args.fault
+    fault, delay_s = args.fault, args.delay_s
     argv = args.engine[1:] if args.engine[:1] == ["--"] else args.engine
     say(f"fault {fault}, listening on 127.0.0.1:{args.listen_port}")
     if fault == "exit_startup":

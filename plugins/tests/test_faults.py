@@ -33,7 +33,7 @@ from typing import Any
 
 import pytest
 
-from tp2qual.candidate import GATES
+from tp2qual.candidate import GATES, load_candidate
 from tp2qual.launch import port_is_free
 
 MAIN = Path(__file__).resolve().parents[2]
@@ -100,7 +100,7 @@ def dump_toml(spec: dict[str, Any], prefix: str = "") -> str:
 
 def smollm2_spec(name: str) -> dict[str, Any]:
     """The embedded candidate, renamed, with small gate settings (same engine, same model)."""
-    spec = tomllib.loads(SOURCE.read_text())
+    spec = load_candidate(SOURCE).spec  # its shared part merged in
     spec["name"] = name
     spec["description"] = f"self-test copy of {SOURCE.stem}"
     gates = spec["gates"]

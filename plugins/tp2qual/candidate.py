@@ -52,7 +52,7 @@ GATE_DEFAULTS: dict[str, dict[str, Any]] = {
         "modes": ["auto", "required", "named", "auto-stream", "named-stream", "result"],
         "max_tokens": 128,
     },
-    "capacity": {"fill": 0.9, "over_by": 1.25, "stream_over_bound": False},
+    "capacity": {"fill": 0.9, "over_by": 1.25, "stream_over_bound": False, "needle_max_tokens": 16},
     "throughput": {"samples": 5, "warmup": 1, "prompt_words": 96, "max_tokens": 128, "floors": {}},
     "nccl": {"probe_timeout_s": 120.0},
 }
@@ -238,7 +238,7 @@ _ADMISSION = ("--max-num-seqs", "--max-running-requests")
 
 def _baseline_flag_problems(spec: Mapping[str, Any]) -> list[str]:
     """A baseline serves one request at a time and never decodes speculatively (brief): a lane
-    that does must say so (``lane.kind = "optional"``)."""
+    that does must say so (``lane.kind = "optional"``). ``spec`` is schema-valid."""
     if spec.get("lane", {}).get("kind") == "optional":
         return []
     argv = [str(a) for a in spec.get("launch", {}).get("command", [])]
@@ -248,7 +248,8 @@ def _baseline_flag_problems(spec: Mapping[str, Any]) -> list[str]:
         for arg in argv
         if arg.startswith(_SPECULATIVE)
     ]
-    for flag, value in zip(argv, [*argv[1:], ""], strict=True):
+    # Each flag with the argument after it (the last one with ""); an empty command has no pairs.
+    for flag, value in zip(argv, [*argv[1:], ""], strict=False):
         name, eq, inline = flag.partition("=")
         if name in _ADMISSION and (inline if eq else value) not in ("1", "{max_concurrency}"):
             problems.append(f"launch.command: {name} admits more than one request at a time")
@@ -256,7 +257,8 @@ def _baseline_flag_problems(spec: Mapping[str, Any]) -> list[str]:
 
 
 def _semantic_problems(spec: Mapping[str, Any]) -> list[str]:
-    """Rules a schema cannot say well: the brief's baseline controls for TP>1."""
+    """Rules a schema cannot say well: the brief's baseline controls for TP>1. Called only on a
+    schema-valid ``spec`` (``load_candidate``), so its fields have their declared types."""
     problems: list[str] = _baseline_flag_problems(spec)
     launch = spec.get("launch", {})
     overridden = launch.get("env_overrides", {})
@@ -289,35 +291,56 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise CandidateError(f"{path}: not valid TOML: {exc}") from None
 
 
-def _merge(base: dict[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
+def deep_merge(base: dict[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
     """Deep-merge tables; the including file wins, arrays are replaced whole."""
     merged = copy.deepcopy(base)
     for key, value in top.items():
         if isinstance(value, Mapping) and isinstance(merged.get(key), dict):
-            merged[key] = _merge(merged[key], value)
+            merged[key] = deep_merge(merged[key], value)
         else:
             merged[key] = copy.deepcopy(value)
     return merged
 
 
-def _with_includes(path: Path, spec: dict[str, Any], depth: int = 0) -> dict[str, Any]:
+def _with_includes(
+    path: Path, spec: dict[str, Any], chain: tuple[Path, ...] = ()
+) -> dict[str, Any]:
     """``include = ["_shared.toml"]``: shared tables (e.g. campaign gate settings) under the file;
-    an included file may include others (an optional lane includes its baseline)."""
-    if depth > 4:
-        raise CandidateError(f"{path}: include: nested more than 4 deep (a cycle?)")
+    an included file may include others (an optional lane includes its baseline). ``include`` is
+    not in the schema (it is gone before validation), so its type is checked here."""
+    chain = (*chain, path)
+    rels = spec.get("include", [])
+    if not isinstance(rels, list) or not all(isinstance(r, str) for r in rels):
+        raise _include_error(chain, f"{rels!r} is not an array of file names")
     merged: dict[str, Any] = {}
-    for rel in spec.get("include", []):
+    for rel in rels:
         part = path.parent / rel
-        merged = _merge(merged, _with_includes(part, _read_toml(part), depth + 1))
-    return _merge(merged, {k: v for k, v in spec.items() if k != "include"})
+        if part.resolve() in {p.resolve() for p in chain}:
+            names = " -> ".join(p.name for p in (*chain, part))
+            raise _include_error(chain, f"{rel!r} closes a cycle: {names}")
+        try:
+            part_spec = _read_toml(part)
+        except CandidateError as exc:
+            raise _include_error(chain, str(exc)) from None
+        merged = deep_merge(merged, _with_includes(part, part_spec, chain))
+    return deep_merge(merged, {k: v for k, v in spec.items() if k != "include"})
+
+
+def _include_error(chain: tuple[Path, ...], problem: str) -> CandidateError:
+    """Name the candidate file the user edits, and the part that holds the bad include."""
+    where = f" (in {chain[-1].name})" if len(chain) > 1 else ""
+    return CandidateError(f"{chain[0]}: include: {problem}{where}")
 
 
 def load_candidate(path: Path) -> Candidate:
     """Parse and validate one file; raise CandidateError naming file, field and problem."""
     spec = _with_includes(path, _read_toml(path))
     errors = sorted(_validator().iter_errors(spec), key=lambda e: list(e.absolute_path))
-    lines = [_format_error(path, e) for e in errors]
-    lines += [f"{path}: {p}" for p in _semantic_problems(spec)]
+    # The semantic rules read typed fields (`tensor_parallel_size > 1`, the command's flags), so
+    # they run only on a file the schema accepted; otherwise the schema's lines say what is wrong.
+    lines = [_format_error(path, e) for e in errors] or [
+        f"{path}: {p}" for p in _semantic_problems(spec)
+    ]
     if lines:
         raise CandidateError("invalid candidate file\n  " + "\n  ".join(lines))
     if path.stem != spec["name"]:

@@ -60,8 +60,10 @@ def roofline_for(
     source = "nvml" if bandwidth else "candidate"
     bandwidth = bandwidth or gpus_wanted.get("bandwidth_gbs")
     if not (params and bits and bandwidth):
-        return {"computed": False,
-                "why": "needs model.active_params_b, model.bits_per_weight and a GPU bandwidth"}
+        return {
+            "computed": False,
+            "why": "needs model.active_params_b, model.bits_per_weight and a GPU bandwidth",
+        }
     bound = decode_bound(params, bits, bandwidth, tp)
     measured = measured_decode_tok_s
     return {

@@ -88,16 +88,23 @@ def engine_identity(
         "kind": candidate.engine,
         "chat_format": candidate.spec["engine"].get("chat_format"),
     }
-    probes = {"vllm": "/version", "sglang": "/get_server_info", "llama.cpp": None}
-    path = probes.get(candidate.engine)
-    if path:
+    # SGLang renamed /get_server_info to /server_info (the old path is a deprecated alias).
+    probes = {"vllm": ("/version",), "sglang": ("/server_info", "/get_server_info")}
+    paths = probes.get(candidate.engine, ())
+    for path in paths:
         try:
-            body = httpx.get(base_url + path, timeout=5, trust_env=False).json()
-            facts["version"] = body.get("version")
-            facts["server_info"] = body
-        except (httpx.HTTPError, ValueError) as exc:
+            response = httpx.get(base_url + path, timeout=5, trust_env=False)
+            if response.status_code == 404:
+                continue
+            body = response.json()
+            facts.update(version=body.get("version"), server_info=body, version_source=path)
+            facts.pop("version_error", None)
+            break
+        except (httpx.HTTPError, ValueError, AttributeError) as exc:
             facts["version_error"] = repr(exc)
-    elif candidate.launcher_kind == "process":
+    if paths:
+        return facts
+    if candidate.launcher_kind == "process":
         facts["version"] = _package_version("llama-cpp-python")
     else:
         labels = (launch or {}).get("image_labels") or {}

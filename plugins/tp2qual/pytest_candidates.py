@@ -51,13 +51,56 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("results_dir", default="results", help="where runs are written")
 
 
+# Options whose value is a path. pytest settles the rootdir and ini file before it loads this
+# plugin (a pytest11 entry point), so then it takes the DIR of `--candidates DIR` for a test path:
+# rootdir becomes DIR and pyproject.toml's settings are dropped (pytest-dev/pytest#8846).
+PATH_OPTIONS = ("--candidates", "--results")
+
+
+def joined_path_options(args: tuple[str, ...]) -> list[str] | None:
+    """``args`` with each ``--candidates DIR`` written ``--candidates=DIR``; None if none was."""
+    joined: list[str] = []
+    i = 0
+    while i < len(args):
+        arg, value = args[i], args[i + 1] if i + 1 < len(args) else "-"
+        if arg == "--":  # what follows is positional
+            joined += args[i:]
+            break
+        if arg in PATH_OPTIONS and not value.startswith("-"):
+            joined.append(f"{arg}={value}")
+            i += 2
+        else:
+            joined.append(arg)
+            i += 1
+    return joined if len(joined) < len(args) else None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> int | pytest.ExitCode | None:
+    """Start again from ``--candidates=DIR`` when given ``--candidates DIR``.
+
+    No hook of an entry-point plugin runs before pytest settles the rootdir and ini file
+    (``Config.parse`` calls ``determine_setup`` before ``load_setuptools_entrypoints``), so the
+    only public way to make both spellings mean the same is a fresh ``pytest.main`` on the joined
+    arguments, before this configuration is used: nothing configured, nothing collected yet."""
+    args = joined_path_options(config.invocation_params.args)
+    if args is None:
+        return None
+    return pytest.main(args, plugins=list(config.invocation_params.plugins or ()))
+
+
 def pytest_configure(config: pytest.Config) -> None:
     folders = list(config.getini("candidate_dirs"))
-    folders += [Path(p).resolve() for p in config.getoption("candidates")]
+    folders += [Path(p).expanduser().resolve() for p in config.getoption("candidates")]
     try:
         candidates = load_candidates(folders)
     except CandidateError as exc:
         raise pytest.UsageError(f"candidate files rejected, nothing was started:\n{exc}") from None
+    if not candidates:  # else every gate is collected with a NOTSET candidate, which hooks read
+        looked = ", ".join(map(str, folders)) or "no folder"
+        raise pytest.UsageError(
+            f"no candidate files found ({looked}): add --candidates=DIR or ini candidate_dirs"
+        )
     results = Path(config.getoption("results") or config.getini("results_dir"))
     if not results.is_absolute():
         results = config.rootpath / results
@@ -121,4 +164,3 @@ def gpu_count() -> int:
             pynvml.nvmlShutdown()
     except Exception:  # no driver, no library: no GPUs here
         return 0
-

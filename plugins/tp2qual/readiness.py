@@ -13,6 +13,7 @@ from .exceptions import StartupExited, StartupTimeout
 from .launch import Launcher
 
 POLL_S = 0.25
+DRAIN_S = 2.0  # after an exit, how long the log reader may take to reach EOF
 PROBE_TIMEOUT_S = 2.0
 TOKEN_TIMEOUT_S = 30.0
 
@@ -74,6 +75,7 @@ def wait_ready(
             elapsed = time.monotonic() - began
             exited = launcher.poll()
             if exited is not None:
+                launcher.log.join(DRAIN_S)  # its last words may still be in the pipe
                 raise StartupExited(
                     f"server exited during start-up after {elapsed:.1f}s ({exited.describe()})\n"
                     f"  last log lines:\n{launcher.log.tail_text()}",

@@ -43,6 +43,7 @@ class Server:
         __tracebackhide__ = True
         exited = self.launcher.poll()
         if exited is not None:
+            self.launcher.log.join(DEATH_GRACE_S)  # its last words may still be in the pipe
             raise ServerDied(
                 f"server died mid-run ({exited.describe()})\n"
                 f"  last log lines:\n{self.launcher.log.tail_text(20)}",

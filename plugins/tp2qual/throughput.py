@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .candidate import Candidate
+from .gates import chat_body
 from .prompts import filler
 from .sampling import sample
 from .server import Api, Stream
@@ -24,23 +26,20 @@ class Measured:
     figures: dict[str, Any]
 
 
-def request_body(served_name: str, settings: dict[str, Any], n: int) -> dict[str, Any]:
+def request_body(candidate: Candidate, settings: dict[str, Any], n: int) -> dict[str, Any]:
     """The gate's request ``n``: every prompt starts with different text, so no prefix cache
     turns TTFT into a cache hit. ``settings["min_tokens"]`` (optional) fixes the output length
     on engines that honour it (vLLM, SGLang, llama-cpp-python)."""
     sentences = max(1, settings["prompt_words"] // 20)
     prompt = filler(sentences, start=1 + 1000 * n) + " Now write a long story about the harbour."
-    body: dict[str, Any] = {
-        "model": served_name,
-        "messages": [{"role": "user", "content": prompt}],
-        "temperature": 0,
-        "seed": 1234,
-        "max_tokens": settings["max_tokens"],
-        "stream_options": {"include_usage": True},
-    }
-    if settings.get("min_tokens"):
-        body["min_tokens"] = settings["min_tokens"]
-    return body
+    fixed = {"min_tokens": settings["min_tokens"]} if settings.get("min_tokens") else {}
+    return chat_body(
+        candidate,
+        prompt,
+        max_tokens=settings["max_tokens"],
+        stream_options={"include_usage": True},
+        **fixed,
+    )
 
 
 def count_tokens(api: Api, served_name: str, stream: Stream) -> tuple[int, str]:

@@ -169,8 +169,10 @@ def check_verdict(finding: dict[str, Any], where: str) -> list[Problem]:
     if "finished" not in finding:
         return [*problems, Problem("finding", where, "no 'finished' field: verdict unprovable")]
     backing = [
-        ((gates.get(g) or {}).get("outcome", NOT_RUN),
-         [c.get("artifact") for c in (gates.get(g) or {}).get("claims", [])])
+        (
+            (gates.get(g) or {}).get("outcome", NOT_RUN),
+            [c.get("artifact") for c in (gates.get(g) or {}).get("claims", [])],
+        )
         for g in GATES
     ]
     expected = derive_verdict(

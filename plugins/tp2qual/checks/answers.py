@@ -132,3 +132,20 @@ def check_identical(outputs: list[str]) -> Verdict:
             first_diff_index=at,
         )
     return Verdict.passed(n=len(outputs), distinct=1, chars=len(first))
+
+
+def check_budget(
+    answer: str, reasoning: str, finish_reason: str | None, max_tokens: int
+) -> Verdict:
+    """A reply cut off while the model was still reasoning is a budget problem, not a wrong
+    answer: engines return ``content: null`` (vLLM) or an unclosed ``<think>`` then, and the
+    candidate's budget or thinking control is what needs changing."""
+    measures = {"finish_reason": finish_reason, "max_tokens": max_tokens}
+    if answer.strip() or finish_reason != "length" or not reasoning.strip():
+        return Verdict.passed(**measures)
+    return Verdict.failed(
+        f"the {max_tokens}-token budget ended inside reasoning ({len(reasoning)} characters of "
+        "reasoning, no answer): raise the gate's max_tokens or state a thinking control in "
+        "[gates.request].extra — this is not a wrong answer",
+        **measures,
+    )

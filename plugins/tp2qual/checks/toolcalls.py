@@ -76,16 +76,39 @@ def _call_shape_error(call: Any) -> str:
     return ""
 
 
+# Which finish_reason a correct call ends with, by engine and tool_choice: vLLM answers a *named*
+# tool_choice with "stop" on purpose, as OpenAI does (its chat serving code, the same in 0.22.1,
+# 0.25.1 and 0.32.0; seen on 0.32.0, recorded in plugins/tests/data/vllm-0.32.0/), and
+# "tool_calls" for required/auto; SGLang 0.5.23 says "tool_calls" for named and required.
+_FINISH_RULES: dict[tuple[str, str], tuple[frozenset[str], str]] = {
+    ("vllm", "named"): (frozenset({"stop", "tool_calls"}), "vLLM: a named tool_choice ends 'stop'"),
+}
+_DEFAULT_FINISH = (frozenset({"tool_calls"}), "a tool call ends 'tool_calls'")
+
+
+def expected_finish(engine: str, mode: str) -> tuple[frozenset[str], str]:
+    """The finish reasons a correct call may end with, and the rule that says so."""
+    return _FINISH_RULES.get((engine, mode.removesuffix("-stream")), _DEFAULT_FINISH)
+
+
 def check_call(
     message_tool_calls: list[dict[str, Any]] | None,
     finish_reason: str | None,
     expected_name: str,
     parameters_schema: dict[str, Any],
-    expect_finish_reason: str = "tool_calls",
+    expect_finish_reason: str | frozenset[str] = "tool_calls",
+    finish_rule: str = "",
 ) -> Verdict:
     """One well-formed call to ``expected_name`` whose arguments satisfy the tool's schema."""
     calls = message_tool_calls or []
+    allowed = (
+        frozenset({expect_finish_reason})
+        if isinstance(expect_finish_reason, str)
+        else expect_finish_reason
+    )
     found: dict[str, Any] = {"n_calls": len(calls), "finish_reason": finish_reason}
+    if finish_rule:
+        found["finish_rule"] = finish_rule
     if len(calls) != 1:
         names = [c.get("function", {}).get("name") for c in calls if isinstance(c, dict)]
         return Verdict.failed(f"expected exactly one tool call, got {len(calls)} {names}", **found)
@@ -103,9 +126,11 @@ def check_call(
         return Verdict.failed(f"arguments violate the schema at {error}", **found)
     if extras := _extra_keys(arguments, parameters_schema):
         return Verdict.failed(f"arguments carry undeclared parameters {extras}", **found)
-    if finish_reason != expect_finish_reason:
+    if finish_reason not in allowed:
         return Verdict.failed(
-            f"finish_reason {finish_reason!r}, expected {expect_finish_reason!r}", **found
+            f"finish_reason {finish_reason!r}, expected {' or '.join(map(repr, sorted(allowed)))}"
+            + (f" ({finish_rule})" if finish_rule else ""),
+            **found,
         )
     return Verdict.passed(**found)
 

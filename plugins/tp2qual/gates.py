@@ -1,0 +1,81 @@
+"""What a gate module builds its requests with: one chat body, sampling stated, never inherited.
+
+Engines differ in what they apply when a request is silent: llama-cpp-python's server adds
+``repeat_penalty = 1.1`` to every request, vLLM applies the model's ``generation_config.json``
+(which may set top_k, top_p or a repetition penalty), SGLang does the same. A gate that relies on
+a default nobody wrote down qualifies the default, not the serve. So every body states neutral
+sampling in the engine's own field names, then the candidate's ``[gates.request]`` on top (its
+``sampling`` and its ``extra`` fields such as thinking controls, each with a written ``why``).
+The request body lands in the gate's JSONL artifact, so the evidence shows what was asked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .candidate import Candidate, deep_merge
+from .record import CandidateRecord
+from .server import Api, Exchange, Server, Stream
+
+__all__ = [
+    "DEFAULT_SEED",
+    "Api",
+    "Candidate",
+    "CandidateRecord",
+    "Claimer",
+    "Exchange",
+    "Server",
+    "Stream",
+    "chat_body",
+    "messages",
+    "sampling_for",
+]
+
+# The ``claim`` fixture: claim(name, artifact, op=..., field=... | path=...) -> derived value.
+Claimer = Callable[..., Any]
+
+DEFAULT_SEED = 1234
+
+# Neutral = greedy, no truncation of the distribution, no penalty. Names per engine.
+_NEUTRAL: dict[str, dict[str, float | int]] = {
+    "llama.cpp": {"top_p": 1.0, "min_p": 0.0, "repeat_penalty": 1.0},
+    "vllm": {"top_p": 1.0, "top_k": -1, "min_p": 0.0, "repetition_penalty": 1.0},
+    "sglang": {"top_p": 1.0, "top_k": -1, "min_p": 0.0, "repetition_penalty": 1.0},
+}
+_COMMON = {"temperature": 0.0, "presence_penalty": 0.0, "frequency_penalty": 0.0}
+_ENGINE_NAMES = {"llama.cpp": {"repetition_penalty": "repeat_penalty"}}
+
+
+def sampling_for(candidate: Candidate) -> dict[str, Any]:
+    """The sampling fields every gate request of this candidate carries."""
+    names = _ENGINE_NAMES.get(candidate.engine, {})
+    stated = {names.get(k, k): v for k, v in candidate.request_settings.get("sampling", {}).items()}
+    return {**_COMMON, **_NEUTRAL.get(candidate.engine, {}), **stated}
+
+
+def messages(prompt: str, system: str | None = None) -> list[dict[str, Any]]:
+    head = [{"role": "system", "content": system}] if system else []
+    return [*head, {"role": "user", "content": prompt}]
+
+
+def chat_body(
+    candidate: Candidate,
+    chat: str | list[dict[str, Any]],
+    *,
+    max_tokens: int,
+    seed: int = DEFAULT_SEED,
+    **fields: Any,
+) -> dict[str, Any]:
+    """A chat completion request for ``candidate``: the prompt (or message list), the reply
+    budget, a seed, stated sampling, the candidate's extra fields, then the gate's own fields
+    (tools, tool_choice, stream_options, …), which win."""
+    body: dict[str, Any] = {
+        "model": candidate.served_name,
+        "messages": messages(chat) if isinstance(chat, str) else chat,
+        "max_tokens": max_tokens,
+        "seed": seed,
+        **sampling_for(candidate),
+    }
+    body = deep_merge(body, candidate.request_settings.get("extra", {}))
+    return deep_merge(body, fields)
