@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .candidate import Candidate
+from .candidate import Candidate, fill
 from .exceptions import CandidateError
 from .gpu import host_info
 from .redact import MASK, Redactor, is_secret_name
@@ -83,7 +83,7 @@ def gpu_request(
 
 def parse_mount(entry: str, values: Mapping[str, str], base: Path) -> tuple[str, str]:
     """``host:container[:ro]`` -> (absolute host path, container path); read-write refused."""
-    parts = entry.format_map(values).split(":")
+    parts = fill(entry, values).split(":")
     if len(parts) not in (2, 3) or not parts[0] or not parts[1]:
         raise CandidateError(f"launch.docker.mounts: {entry!r} is not host:container[:ro]")
     if len(parts) == 3 and set(parts[2].split(",")) - {"ro", "z", "Z"}:
@@ -115,7 +115,7 @@ def run_kwargs(
     requests, _ = gpu_request(candidate.gpus.get("count", 0), wsl2=wsl2, device_ids=device_ids)
     kwargs: dict[str, Any] = {
         "image": docker["image"],
-        "command": [part.format_map(values) for part in candidate.launch["command"]],
+        "command": [fill(part, values) for part in candidate.launch["command"]],
         "name": container_name(candidate.name, run_id),
         "detach": True,
         "init": True,  # tini as PID 1: signals reach the engine, zombies are reaped
@@ -138,6 +138,28 @@ def run_kwargs(
     if requests:
         kwargs["device_requests"] = requests
     return kwargs
+
+
+PROBE_LABEL = "tp2qual.probe"
+
+
+def probe_kwargs(
+    server: Mapping[str, Any], probe_file: Path, inside: str, args: Sequence[str]
+) -> dict[str, Any]:
+    """The NCCL probe's container: the server's own run arguments (image, GPUs, IPC, ulimits,
+    environment, mounts) with the probe file mounted and run instead of the engine, removed
+    when done. So the probe vouches for the conditions the server will run under."""
+    volumes = dict(server.get("volumes", {}))
+    volumes[str(probe_file)] = {"bind": inside, "mode": "ro"}
+    return {
+        **{k: v for k, v in server.items() if k not in ("detach", "volumes", "entrypoint")},
+        "name": f"{server['name']}-nccl-probe",
+        "entrypoint": ["python3", inside],
+        "command": list(args),
+        "volumes": volumes,
+        "labels": {**server.get("labels", {}), PROBE_LABEL: "1"},
+        "auto_remove": True,
+    }
 
 
 def container_name(candidate: str, run_id: str) -> str:
@@ -175,6 +197,7 @@ def render_docker_run(kwargs: Mapping[str, Any], redactor: Redactor | None = Non
     else:
         env = {k: (MASK if is_secret_name(k) else v) for k, v in env.items()}
     args = ["docker", "run"] + (["--detach"] if kwargs.get("detach") else [])
+    args += ["--rm"] if kwargs.get("auto_remove") else []
     args += ["--name", kwargs["name"]]
     args += ["--init"] if kwargs.get("init") else []
     args += ["--network", kwargs["network_mode"]]

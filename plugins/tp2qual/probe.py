@@ -5,9 +5,11 @@ Docker candidate. The probe file is stdlib-only, so it is mounted into the image
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,33 +32,27 @@ class ProbeRun:
         return self.returncode in (124, 137)
 
 
-def probe_argv(candidate: Candidate, timeout_s: float) -> list[str]:
+def probe_argv(
+    candidate: Candidate, timeout_s: float, *, run_id: str = "probe", device_ids: Sequence[str] = ()
+) -> list[str]:
+    """The probe's command: the suite's Python for a process candidate; for a Docker candidate
+    ``docker run`` with the server's own run arguments (``docker_run.probe_kwargs``)."""
     args = ["--nprocs", str(candidate.tp), "--timeout", str(int(timeout_s))]
     if candidate.launcher_kind != "docker":
         return [sys.executable, str(PROBE_FILE), *args]
-    docker = candidate.launch["docker"]
-    env = [f"--env={k}={v}" for k, v in sorted(candidate.env().items())]
-    shm = ["--ipc=host"] if docker.get("ipc_host", True) else [f"--shm-size={docker['shm_size']}"]
-    return [
-        "docker",
-        "run",
-        "--rm",
-        "--network=host",
-        "--gpus=all",
-        *shm,
-        *env,
-        f"--volume={PROBE_FILE}:{IN_IMAGE}:ro",
-        "--entrypoint=python3",
-        "--label=tp2qual.probe=1",
-        docker["image"],
-        IN_IMAGE,
-        *args,
-    ]
+    from .docker_run import SESSION, is_wsl2, probe_kwargs, render_docker_run, run_kwargs
+
+    server = run_kwargs(
+        candidate, port=0, run_id=run_id, session=SESSION, wsl2=is_wsl2(), device_ids=device_ids
+    )
+    return shlex.split(render_docker_run(probe_kwargs(server, PROBE_FILE, IN_IMAGE, args)))
 
 
-def run_probe(candidate: Candidate, timeout_s: float) -> ProbeRun:
+def run_probe(
+    candidate: Candidate, timeout_s: float, *, run_id: str = "probe", device_ids: Sequence[str] = ()
+) -> ProbeRun:
     """Run it bounded in time (the probe kills its ranks at ``timeout_s``; we allow a grace)."""
-    argv = probe_argv(candidate, timeout_s)
+    argv = probe_argv(candidate, timeout_s, run_id=run_id, device_ids=device_ids)
     env = {**os.environ, **candidate.env(), "NCCL_DEBUG": "INFO"}
     began = time.monotonic()
     try:

@@ -36,7 +36,8 @@ def gate_of(item: pytest.Item) -> str | None:
 
 def candidate_of(item: pytest.Item) -> Candidate | None:
     callspec = getattr(item, "callspec", None)
-    return callspec.params.get("candidate") if callspec else None
+    found = callspec.params.get("candidate") if callspec else None
+    return found if isinstance(found, Candidate) else None  # not pytest's NOTSET placeholder
 
 
 def verdict_for(state: RunState, record: CandidateRecord, gate: str) -> str | None:

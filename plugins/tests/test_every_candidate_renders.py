@@ -1,0 +1,66 @@
+"""Every shipped candidate renders: its launch plan, its container arguments and its NCCL probe,
+with every placeholder filled and JSON arguments (``{"image":1}``) kept whole. One filler
+(``candidate.fill``) serves argv, ``docker run`` arguments, mounts and the probe's container."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tp2qual.candidate import Candidate, load_candidates
+from tp2qual.docker_run import run_kwargs
+from tp2qual.probe import probe_argv
+from tp2qual.pytest_server import plan_for
+
+MAIN = Path(__file__).resolve().parents[2]
+SHIPPED = load_candidates([MAIN / "candidates"])
+UNFILLED = re.compile(r"(?<!\{)\{[a-z_]+\}(?!\})")  # a placeholder left as it was
+
+
+def _ids(candidates: list[Candidate]) -> list[str]:
+    return [c.name for c in candidates]
+
+
+@pytest.mark.parametrize("shipped", SHIPPED, ids=_ids(SHIPPED))
+def test_plan_renders_with_every_placeholder_filled(shipped: Candidate) -> None:
+    plan = plan_for(shipped, "render-test")
+    assert plan.strip()
+    assert not UNFILLED.findall(plan), plan
+
+
+@pytest.mark.parametrize(
+    "shipped",
+    [c for c in SHIPPED if c.launcher_kind == "docker"],
+    ids=_ids([c for c in SHIPPED if c.launcher_kind == "docker"]),
+)
+def test_container_arguments_and_probe_keep_json_whole(shipped: Candidate) -> None:
+    kwargs = run_kwargs(shipped, port=39000, run_id="r", session="s", wsl2=False)
+    command = kwargs["command"]
+    assert not [a for a in command if UNFILLED.findall(a)], command
+    for arg in (a for a in command if a.startswith("{") and a.endswith("}")):
+        json.loads(arg)  # a JSON argument arrives as JSON, braces and all
+    argv = probe_argv(shipped, 60, run_id="r")
+    assert argv[:2] == ["docker", "run"] and "--rm" in argv
+    for flag in ("--network", "--init"):  # the server's own run arguments
+        assert flag in argv, argv
+    if kwargs.get("ipc_mode"):
+        assert argv[argv.index("--ipc") + 1] == kwargs["ipc_mode"]
+
+
+@pytest.mark.parametrize("name", ["qwen3.5-122b-a10b-nvfp4", "laguna-s-2.1-nvfp4-dflash"])
+def test_plan_command_works_with_no_docker_engine(name: str) -> None:
+    """``pytest --plan -k NAME`` as a user types it, with no engine to ask."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--plan", "-k", name, "-q", "-p", "no:cacheprovider"],
+        cwd=MAIN, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "DOCKER_HOST": "unix:///nonexistent/docker.sock"},
+    )  # fmt: skip
+    assert done.returncode in (0, 5), done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    assert f"# {name}" in done.stdout and "docker run" in done.stdout, done.stdout
