@@ -159,3 +159,17 @@ def test_the_report_renders_in_a_headless_browser(tmp_path: Path) -> None:
     rehash(run_dir)  # the screenshot is an artifact of the run now
     assert verify_run(run_dir).ok
     assert json.loads((run_dir / "manifest.json").read_text())["files"]["report.png"]
+
+
+def test_sampling_shown_is_what_the_gate_artifact_states(tmp_path: Path) -> None:
+    from tp2qual.report import stated_sampling
+
+    body = {"model": "m", "messages": [], "temperature": 0.0, "repeat_penalty": 1.1, "seed": 7}
+    lines = [
+        {"request": {"method": "GET", "path": "/v1/models", "body": None}},
+        {"request": {"method": "POST", "path": "/v1/chat/completions", "body": body}},
+    ]
+    (tmp_path / "repetition.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    shown = stated_sampling(tmp_path, "repetition")
+    assert shown == "temperature=0.0, repeat_penalty=1.1, seed=7"
+    assert stated_sampling(tmp_path, "capacity") == ""

@@ -66,6 +66,29 @@ def gate_artifacts(cand_dir: Path, gate: str, claimed: list[str]) -> list[Path]:
     return list(dict.fromkeys([*own, *cited]))
 
 
+# What a request body says about how the reply is drawn (sampling and thinking controls).
+STATED = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "repeat_penalty",
+          "presence_penalty", "frequency_penalty", "seed", "chat_template_kwargs",
+          "reasoning_effort")  # fmt: skip
+
+
+def stated_sampling(cand_dir: Path, gate: str) -> str:
+    """The sampling the gate's first generating request stated, read from its own artifact."""
+    path = cand_dir / f"{gate}.jsonl"
+    if not path.is_file():
+        return ""
+    for line in path.read_text(errors="replace").splitlines():
+        try:
+            body = (json.loads(line).get("request") or {}).get("body")
+        except ValueError:
+            continue
+        if isinstance(body, dict) and "messages" in body:
+            return ", ".join(
+                f"{k}={json.dumps(body[k], sort_keys=True)}" for k in STATED if k in body
+            )
+    return ""
+
+
 def build_gate(
     run_dir: Path, cand_dir: Path, gate: str, data: dict[str, Any], manifest: dict[str, Any]
 ) -> GateRow:
@@ -95,6 +118,7 @@ def build_gate(
         tuple(sorted((data.get("tests") or {}).items())),
         tuple(data.get("excerpt") or ()),
         tuple(_link(run_dir, p, manifest) for p in files),
+        stated_sampling(cand_dir, gate),
     )
 
 

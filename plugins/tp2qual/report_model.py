@@ -52,6 +52,7 @@ class GateRow:
     tests: tuple[tuple[str, str], ...]
     excerpt: tuple[str, ...]
     links: tuple[Link, ...]
+    sampling: str = ""  # as stated in the gate's first generating request
 
 
 @dataclass(frozen=True)
