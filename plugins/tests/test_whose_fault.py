@@ -101,9 +101,10 @@ def _slow(spec: dict, delay_s: float) -> dict:
 def test_slow_but_correct_serve_fails_at_throughput_not_before(tmp_path: Path) -> None:
     name = "fault-slow-decode"
     spec = _slow(with_fault(smollm2_spec(name), "slow_decode"), 0.05)
-    # ~15 tok/s through the proxy against a floor of 30: below the floor, far inside the
-    # functional gates' time budgets (prefill allowance + 1.25 x max_tokens / floor).
+    # ~15 tok/s through the proxy against a throughput floor of 30; the request budgets use a
+    # floor of their own (serve.min_decode_tok_s) with room for other work on these 2 cores.
     spec["gates"]["throughput"]["floors"] = {"decode_tok_s_median": 30.0}
+    spec["serve"].update(min_decode_tok_s=1.0, prefill_budget_s=300.0)
     write_candidate(tmp_path / "candidates", spec)
     inner = run_inner(tmp_path, [name])
     finding = assert_failed_and_blocked(inner, name, "throughput")
