@@ -17,11 +17,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "plugins"))  # runs from a checkout without `pip install -e .` too
 
 from tp2qual.candidate import Candidate, load_candidate  # noqa: E402
-from tp2qual.evidence import Evidence  # noqa: E402
-from tp2qual.launch import ProcessLauncher  # noqa: E402
-from tp2qual.readiness import Readiness, wait_ready  # noqa: E402
+from tp2qual.evidence.layout import Evidence  # noqa: E402
 from tp2qual.redact import Redactor  # noqa: E402
-from tp2qual.server import Server  # noqa: E402
+from tp2qual.serving.launchers.process import ProcessLauncher  # noqa: E402
+from tp2qual.serving.managed import ManagedServer  # noqa: E402
+from tp2qual.serving.readiness import Readiness  # noqa: E402
+from tp2qual.serving.server import Server  # noqa: E402
 
 LOCAL_CANDIDATE = ROOT / "candidates" / "smollm2-135m-local.toml"
 
@@ -95,26 +96,17 @@ def local_server(
     server_cpus: set[int] | None = None,
     client_cpus: set[int] | None = None,
 ) -> Iterator[Running]:
-    """Start the embedded local candidate with the suite's ProcessLauncher and wait_ready;
-    pin it to ``server_cpus`` and this process to ``client_cpus``; always stop it."""
+    """Start the embedded local candidate through the suite's own ``ManagedServer`` (the life
+    cycle the fixture uses); pin it to ``server_cpus`` and this process to ``client_cpus``."""
     candidate = with_threads(load_candidate(LOCAL_CANDIDATE), n_threads)
     redactor = Redactor(candidate.env())
     evidence = Evidence(folder, redactor)
     launcher = ProcessLauncher(candidate, evidence.path("server.log"), redactor)
-    try:
-        launcher.start()
-        assert launcher._proc is not None
+    managed = ManagedServer(candidate, evidence, launcher)
+    with managed as server:
         if server_cpus:
-            pin_process(launcher._proc.pid, server_cpus)
+            pin_process(launcher.pid, server_cpus)
         if client_cpus:
             pin_process(os.getpid(), client_cpus)
-        readiness = wait_ready(
-            launcher, served_name=candidate.served_name, timeout_s=candidate.readiness_timeout_s
-        )
-        server = Server(candidate, launcher, evidence)
-        try:
-            yield Running(candidate, launcher, server, readiness)
-        finally:
-            server.close()
-    finally:
-        launcher.stop()
+        assert managed.readiness is not None
+        yield Running(candidate, launcher, server, managed.readiness)

@@ -32,13 +32,14 @@ from typing import Any
 from _bench import ROOT, load_text, median, results_dir
 
 from tp2qual.candidate import load_candidate
-from tp2qual.evidence import Evidence
+from tp2qual.evidence.layout import Evidence
 from tp2qual.exceptions import ServerDied, StartupExited
-from tp2qual.launch import Launcher, ProcessLauncher
-from tp2qual.readiness import wait_ready
+from tp2qual.perf.throughput import request_body
 from tp2qual.redact import Redactor
-from tp2qual.server import Server
-from tp2qual.throughput import request_body
+from tp2qual.serving.launchers.base import Launcher
+from tp2qual.serving.launchers.process import ProcessLauncher
+from tp2qual.serving.readiness import wait_ready
+from tp2qual.serving.server import Server
 
 STARTUP_DELAYS_S = (0.1, 0.25, 0.4, 0.55, 0.7)  # local start-up takes ~1 s when idle
 STREAM_TOKENS = 1024
@@ -56,11 +57,11 @@ class Outcome:
 
 
 def _kill_process(launcher: Any) -> None:
-    os.killpg(launcher._proc.pid, signal.SIGKILL)
+    os.killpg(launcher.pid, signal.SIGKILL)
 
 
 def _kill_container(launcher: Any) -> None:
-    subprocess.run(["docker", "kill", launcher._container.id], capture_output=True, check=True)
+    subprocess.run(["docker", "kill", launcher.container_id], capture_output=True, check=True)
 
 
 def _make_process(folder: Path) -> Launcher:
@@ -70,7 +71,7 @@ def _make_process(folder: Path) -> Launcher:
 
 
 def _make_docker(folder: Path) -> Launcher:
-    from tp2qual.docker_launcher import DockerLauncher
+    from tp2qual.serving.launchers.docker.launcher import DockerLauncher
 
     candidate = load_candidate(ROOT / "candidates" / "smollm2-135m-docker.toml")
     redactor = Redactor(candidate.env())
@@ -133,7 +134,7 @@ def startup_case(make: Callable[[Path], Launcher], kill: Callable[[Any], None],
 @contextlib.contextmanager
 def _first_chunk_tap(server: Server, seen: threading.Event) -> Iterator[None]:
     """Set ``seen`` when the first SSE data line reaches Api._stream (same code path)."""
-    original = server._http.stream
+    original = server.http.stream
 
     @contextlib.contextmanager
     def stream(*args: Any, **kwargs: Any) -> Iterator[Any]:
@@ -149,11 +150,11 @@ def _first_chunk_tap(server: Server, seen: threading.Event) -> Iterator[None]:
             response.iter_lines = tapped
             yield response
 
-    server._http.stream = stream  # type: ignore[method-assign]
+    server.http.stream = stream  # type: ignore[method-assign]
     try:
         yield
     finally:
-        server._http.stream = original  # type: ignore[method-assign]
+        server.http.stream = original  # type: ignore[method-assign]
 
 
 def midrun_case(make: Callable[[Path], Launcher], kill: Callable[[Any], None],

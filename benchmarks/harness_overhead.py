@@ -32,11 +32,11 @@ from _bench import LOCAL_CANDIDATE, load_text, local_server, pin_process, result
 
 from tp2qual.candidate import load_candidate
 from tp2qual.checks.stats import percentile
-from tp2qual.evidence import Evidence
-from tp2qual.logsink import LogSink
+from tp2qual.evidence.layout import Evidence
+from tp2qual.perf.throughput import request_body
 from tp2qual.redact import Redactor
-from tp2qual.server import Server
-from tp2qual.throughput import request_body
+from tp2qual.serving.logsink import LogSink
+from tp2qual.serving.server import Server
 
 
 def record_stream(max_tokens: int) -> list[dict[str, Any]]:

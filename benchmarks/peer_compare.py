@@ -28,8 +28,8 @@ from typing import Any
 
 from _bench import ROOT, Running, load_text, local_server, median, results_dir, split_cpus
 
-from tp2qual.server_metrics import llama_perf_from_log
-from tp2qual.throughput import measure, request_body
+from tp2qual.perf.metrics import llama_perf_from_log
+from tp2qual.perf.throughput import measure, request_body
 
 AIPERF_VERSION = "0.13.0"
 TORCH_VERSION = "2.13.0"  # the CPU wheel on this machine's disk; transformers needs torch for GGUF
@@ -217,7 +217,7 @@ class ServerView:
     from its log (``server_metrics.llama_perf_from_log``)."""
 
     def __init__(self, run: Running):
-        self.pid = run.launcher._proc.pid if run.launcher._proc else 0
+        self.pid = run.launcher.pid
         self.log = run.launcher.log.path
         self._tck = os.sysconf("SC_CLK_TCK")
 

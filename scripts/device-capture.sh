@@ -25,7 +25,7 @@ gates() {  # $1 label, $2 marker expression
   kill $holder; wait $holder 2>/dev/null
   if [ "$ngpu" -ge 2 ]; then
     env -u NCCL_P2P_DISABLE -u NCCL_CUMEM_ENABLE -u NCCL_CUMEM_HOST_ENABLE NCCL_DEBUG=INFO \
-      timeout 200 python3 plugins/tp2qual/nccl_probe.py --nprocs 2 --timeout 150 \
+      timeout 200 python3 plugins/tp2qual/serving/nccl_probe.py --nprocs 2 --timeout 150 \
       --log-dir "$work/probe-2rank-defaults" > "$work/probe-2rank-defaults.log" 2>&1
     echo "== 2-rank probe, NCCL defaults: rc=$?"; tail -1 "$work/probe-2rank-defaults.log"
   fi

@@ -11,26 +11,26 @@ status) are recorded. Artifacts: ``identity/model.json``, ``identity/image.json`
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from tp2qual import gpu
 from tp2qual.checks import topology
-from tp2qual.identity import model_identity
+from tp2qual.gates import Candidate, CandidateRecord, Claimer
 
 pytestmark = pytest.mark.preflight
 
 
-def test_model_pin_resolves(candidate, record, claim):
-    facts = model_identity(candidate)  # raises PinMismatch naming file/revision and pin
-    record.identity["model"] = facts
-    record.evidence.write_json("identity/model.json", facts)
+def test_model_pin_resolves(model_pin: dict[str, Any], claim: Claimer) -> None:
+    # model_pin raised PinMismatch, naming file/revision and pin, if the bytes are not the pinned
+    assert model_pin["resolved_revision"]
     claim("resolved_revision", "identity/model.json", op="field", path="resolved_revision")
 
 
-def test_image_pin_matches(candidate, record, claim):
+def test_image_pin_matches(candidate: Candidate, record: CandidateRecord, claim: Claimer) -> None:
     if candidate.launcher_kind != "docker":
         pytest.skip("not a container candidate")
-    from tp2qual.docker_launcher import DockerLauncher
+    from tp2qual.serving.launchers.docker.launcher import DockerLauncher
 
     launcher = DockerLauncher(
         candidate,
@@ -44,16 +44,17 @@ def test_image_pin_matches(candidate, record, claim):
     claim("image_id", "identity/image.json", op="field", path="image_id")
 
 
-def test_gpus_fit_and_are_free(candidate, record, request):
-    snapshot = gpu.snapshot()
-    record.identity["topology"] = snapshot
-    record.evidence.write_json("topology.json", snapshot)
+def test_gpus_fit_and_are_free(
+    candidate: Candidate,
+    record: CandidateRecord,
+    gpu_snapshot: dict[str, Any],
+    allow_busy: bool,
+) -> None:
     needed = candidate.gpus.get("count", 0)
     if not needed:
         pytest.skip("the candidate needs no GPU (topology recorded as found)")
-    allow_busy = request.config.getoption("allow_busy")
     verdict = topology.check(
-        snapshot,
+        gpu_snapshot,
         tp_size=max(needed, candidate.tp),
         min_memory_gib_per_gpu=candidate.gpus.get("memory_gib", 0),
         allow_busy=allow_busy,

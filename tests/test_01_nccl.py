@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 
 from tp2qual.checks import nccl
-from tp2qual.probe import run_probe
+from tp2qual.serving.probe import run_probe
 
 pytestmark = pytest.mark.nccl
 
@@ -58,7 +58,7 @@ def test_probe_all_reduce(candidate, record):
 
 
 def test_server_log_analysis(server, candidate, record):
-    text = server.launcher.log.path.read_text(errors="replace")
+    text = server.log_text()
     verdict = _judge(candidate, text, timed_out=False)
     record.evidence.write_json(
         "nccl_server_analysis.json",

@@ -17,12 +17,12 @@ from __future__ import annotations
 import pytest
 
 from tp2qual.checks.stats import summarize
-from tp2qual.claims import read_records
-from tp2qual.comparison import compare_baseline, roofline_for
+from tp2qual.evidence.claims import read_records
 from tp2qual.gates import Api, Candidate, CandidateRecord, Claimer
-from tp2qual.identity import load_finding
-from tp2qual.server_timings import ServerWindow
-from tp2qual.throughput import measure, request_body
+from tp2qual.perf.comparison import compare_baseline, roofline_for
+from tp2qual.perf.server_timings import ServerWindow
+from tp2qual.perf.throughput import measure, request_body
+from tp2qual.serving.identity import load_finding
 
 pytestmark = pytest.mark.throughput
 

@@ -15,7 +15,7 @@ from typing import Any
 import httpcore  # noqa: F401  (see below)
 import pytest
 
-from tp2qual.docker_engine import docker_client, unavailable
+from tp2qual.serving.launchers.docker.engine import docker_client, unavailable
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tp2qual.comparison import compare_baseline, roofline_for
+from tp2qual.perf.comparison import compare_baseline, roofline_for
 
 DATA = Path(__file__).parent / "data"
 SUMMARY = {"decode_tok_s": {"median": 130.0}, "ttft_s": {"median": 0.3}}

@@ -20,13 +20,24 @@ from typing import Any
 import pytest
 
 from tp2qual.candidate import Candidate, load_candidate
-from tp2qual.docker_launcher import DockerLauncher
-from tp2qual.docker_pins import image_matches, pin_unresolved, resolve_pin
-from tp2qual.docker_run import RUN_LABEL, SESSION_LABEL, gpu_request, render_docker_run, run_kwargs
-from tp2qual.docker_sweep import exited_from_state, gpu_holders, redact_inspect, sweep
 from tp2qual.exceptions import CandidateError, PinMismatch, StartupExited
-from tp2qual.readiness import wait_ready
 from tp2qual.redact import MASK, Redactor
+from tp2qual.serving.launchers.docker.launcher import DockerLauncher
+from tp2qual.serving.launchers.docker.pins import image_matches, pin_unresolved, resolve_pin
+from tp2qual.serving.launchers.docker.run_args import (
+    RUN_LABEL,
+    SESSION_LABEL,
+    gpu_request,
+    render_docker_run,
+    run_kwargs,
+)
+from tp2qual.serving.launchers.docker.sweep import (
+    exited_from_state,
+    gpu_holders,
+    redact_inspect,
+    sweep,
+)
+from tp2qual.serving.readiness import wait_ready
 
 BASE_IMAGE = "tp2qual/debian-base:bookworm"
 ZERO_PIN = "sha256:" + "0" * 64

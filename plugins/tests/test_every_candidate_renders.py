@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from tp2qual.candidate import Candidate, load_candidates
-from tp2qual.docker_run import run_kwargs
-from tp2qual.probe import probe_argv
-from tp2qual.pytest_server import plan_for
+from tp2qual.hooks.server import plan_for
+from tp2qual.serving.launchers.docker.run_args import run_kwargs
+from tp2qual.serving.probe import probe_argv
 
 MAIN = Path(__file__).resolve().parents[2]
 SHIPPED = load_candidates([MAIN / "candidates"])

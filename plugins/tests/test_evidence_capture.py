@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tp2qual.verify import verify_run
+from tp2qual.evidence.verify import verify_run
 
 NAME = "fake-local"
 HF_TOKEN = "hf_fakeTOKENplantedByTheSelfTest0123456789"

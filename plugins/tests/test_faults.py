@@ -34,7 +34,7 @@ from typing import Any
 import pytest
 
 from tp2qual.candidate import GATES, load_candidate
-from tp2qual.launch import port_is_free
+from tp2qual.serving.launchers.base import port_is_free
 
 MAIN = Path(__file__).resolve().parents[2]
 SOURCE = MAIN / "candidates" / "smollm2-135m-local.toml"

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from tp2qual.candidate import load_candidate
-from tp2qual.launch import port_is_free
-from tp2qual.pytest_candidates import why_not_runnable
+from tp2qual.hooks.candidates import why_not_runnable
+from tp2qual.serving.launchers.base import port_is_free
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCAL = ROOT / "candidates" / "smollm2-135m-local.toml"

@@ -18,7 +18,7 @@ import pytest
 from test_faults import alive, gate_of_nodeid, run_inner, smollm2_spec, write_candidate
 
 from tp2qual.candidate import GATES
-from tp2qual.launch import port_is_free
+from tp2qual.serving.launchers.base import port_is_free
 
 NAMES = ["order-a", "order-b"]  # candidates run in name order
 

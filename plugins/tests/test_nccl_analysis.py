@@ -232,13 +232,29 @@ CUMEM_FAILURE = (
 
 def test_cumem_999_under_wsl2():
     text = "\n".join(rank_lines(0, complete=False, acks=False)) + "\n" + CUMEM_FAILURE
-    log = analyze(text)
+    log = analyze(text, host={"wsl2": True})
     assert codes(log) == ["cumem_cuda_999"]
     sig = log.signatures[0]
-    assert "Cuda failure 999" in sig.line
+    assert "Cuda failure 999" in sig.line and sig.confidence == "high"
     assert "NCCL_CUMEM_ENABLE=0" in sig.remedy and "NCCL_CUMEM_HOST_ENABLE=0" in sig.remedy
     verdict = check(log, tp_size=1, expect_env={}, p2p_disabled=True)
     assert not verdict.ok and "cumem_cuda_999" in verdict.reason
+    # Without the host fact the cuMem call site still names cuMem, with less confidence.
+    assert analyze(text).signatures[0].confidence == "medium"
+
+
+def test_cuda_999_at_another_call_site_is_not_called_wsl2_cumem():
+    text = (
+        "h:1:2 [0] include/alloc.h:112 NCCL WARN Cuda failure 999 'unknown error'\n"
+        "h:1:2 [0] NCCL INFO include/alloc.h:199 -> 1\n"
+    )
+    (sig,) = analyze(text).signatures
+    assert sig.code == "cuda_999" and "include/alloc.h:112" in sig.cause
+    assert sig.confidence == "low"
+    assert (
+        analyze(text, host={"kernel": "5.15.167.4-microsoft-standard-WSL2"}).signatures[0].code
+        == "cumem_cuda_999"
+    )
 
 
 def test_p2p_failure_across_pcie():
@@ -265,9 +281,10 @@ def test_p2p_channels_then_timeout_is_a_p2p_hang():
     assert got == ["collective_hang", "p2p_failure"]
 
 
-def test_p2p_channels_with_any_warning_blame_p2p():
+def test_p2p_channels_with_an_unrelated_warning_do_not_blame_p2p():
+    # Changed: any warning next to P2P channels used to be called a P2P failure.
     text = two_ranks(via="P2P/IPC") + "h:1:1 [0] NCCL WARN Call to ibv_open failed\n"
-    assert codes(analyze(text)) == ["p2p_failure", "nccl_warn"]
+    assert codes(analyze(text)) == ["nccl_warn"]
 
 
 def test_expandable_segments_first_allocation_failure():
@@ -294,10 +311,14 @@ def test_oom_advice_alone_is_not_expandable_segments():
     assert "expandable_segments_alloc" not in codes(analyze(oom))
 
 
-def test_hang_after_init_start_without_error():
+def test_log_ending_after_init_start_is_incomplete_not_a_hang():
+    # Changed: a log that simply ends after Init START used to be called init_hang.
     log = analyze(interleave(rank_lines(0, complete=False), rank_lines(1, complete=False)))
     assert log.pending == (0, 1)
-    assert codes(log) == ["init_hang"]
+    assert codes(log) == [] and log.diagnosis.verdict == "incomplete"
+    verdict = check(log, tp_size=2, expect_env=WANT_ENV, p2p_disabled=True)
+    assert not verdict.ok and "init_incomplete" in verdict.reason
+    # The caller's timeout is what turns it into a hang.
     verdict = check(log, tp_size=2, expect_env=WANT_ENV, p2p_disabled=True, timed_out=True)
     assert [s["code"] for s in verdict.measures["signatures"]] == ["init_hang"]
     assert "init_hang" in verdict.reason and "ipc=host" in verdict.reason
@@ -334,7 +355,6 @@ def test_other_nccl_warnings_each_once():
 def test_every_problem_is_listed_with_a_remedy():
     log = analyze(CUMEM_FAILURE + "\n".join(rank_lines(0, via="P2P/IPC")))
     verdict = check(log, tp_size=2, expect_env=WANT_ENV, p2p_disabled=True)
-    parts = verdict.reason.split("; ")
-    assert len(parts) >= 4  # cuMem, P2P blame, rank 1 missing, P2P channel, no SHM
-    assert all("->" in part for part in parts)
+    assert verdict.reason.count("->") >= 4  # cuMem, rank 1 missing, P2P channel, no SHM
+    assert all(s["remedy"] for s in verdict.measures["signatures"])
     json.dumps(verdict.measures)

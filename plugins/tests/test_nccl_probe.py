@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tp2qual import nccl_probe
 from tp2qual.checks.nccl import analyze, check
+from tp2qual.serving import nccl_probe
 
 DATA = Path(__file__).parent / "data" / "h200-2026-11-30"
 PLUGINS = Path(__file__).resolve().parents[1]
@@ -43,7 +43,7 @@ def test_parse_args_defaults_and_limits(tmp_path):
 
 def test_module_imports_without_torch():
     assert "torch" not in nccl_probe.__dict__
-    code = "import sys, tp2qual.nccl_probe; print('torch' in sys.modules)"
+    code = "import sys, tp2qual.serving.nccl_probe; print('torch' in sys.modules)"
     out = subprocess.run(
         [sys.executable, "-c", code],
         env={**os.environ, "PYTHONPATH": str(PLUGINS)},
@@ -117,7 +117,7 @@ def test_env_settings_are_recorded(monkeypatch):
 @pytest.mark.skipif(importlib.util.find_spec("torch") is not None, reason="torch is installed")
 def test_real_worker_without_torch_reports_the_import_error():
     proc = subprocess.run(
-        [sys.executable, "-m", "tp2qual.nccl_probe", "--nprocs", "1", "--timeout", "60"],
+        [sys.executable, "-m", "tp2qual.serving.nccl_probe", "--nprocs", "1", "--timeout", "60"],
         env={**os.environ, "PYTHONPATH": str(PLUGINS)},
         capture_output=True,
         text=True,

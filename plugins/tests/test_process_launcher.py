@@ -19,12 +19,13 @@ from pathlib import Path
 import pytest
 
 from tp2qual.candidate import Candidate
-from tp2qual.evidence import Evidence
+from tp2qual.evidence.layout import Evidence
 from tp2qual.exceptions import ServerDied, StartupExited
-from tp2qual.launch import ProcessLauncher, port_is_free
-from tp2qual.readiness import wait_ready
 from tp2qual.redact import Redactor
-from tp2qual.server import Server
+from tp2qual.serving.launchers.base import port_is_free
+from tp2qual.serving.launchers.process import ProcessLauncher
+from tp2qual.serving.readiness import wait_ready
+from tp2qual.serving.server import Server
 
 PROXY = Path(__file__).with_name("faultproxy.py")
 

@@ -13,8 +13,8 @@ from urllib.parse import unquote
 import pytest
 from test_verify import NAME, edit_finding, rehash, write_run
 
-from tp2qual.report import build_run, fmt, plot, ratio, render
-from tp2qual.verify import verify_run
+from tp2qual.evidence.report import build_run, fmt, plot, ratio, render
+from tp2qual.evidence.verify import verify_run
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 QUIET_CHROMIUM = [
@@ -162,7 +162,7 @@ def test_the_report_renders_in_a_headless_browser(tmp_path: Path) -> None:
 
 
 def test_sampling_shown_is_what_the_gate_artifact_states(tmp_path: Path) -> None:
-    from tp2qual.report import stated_sampling
+    from tp2qual.evidence.report import stated_sampling
 
     body = {"model": "m", "messages": [], "temperature": 0.0, "repeat_penalty": 1.1, "seed": 7}
     lines = [

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from tp2qual.roofline import Roofline, decode_bound, fraction
+from tp2qual.perf.roofline import Roofline, decode_bound, fraction
 
 
 def test_tp2_weights_only():

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from tp2qual.server_metrics import (
+from tp2qual.perf.metrics import (
     histogram_totals,
     llama_perf_decode_s,
     llama_perf_from_log,

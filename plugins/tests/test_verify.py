@@ -16,12 +16,12 @@ import pytest
 from tp2qual.__main__ import main
 from tp2qual.candidate import GATES, Candidate
 from tp2qual.checks.stats import summarize
-from tp2qual.claims import make_claim
-from tp2qual.evidence import write_manifest
-from tp2qual.pytest_evidence import close_run
-from tp2qual.record import NOT_APPLICABLE, PASSED, CandidateRecord
-from tp2qual.runstate import RunState
-from tp2qual.verify import verify_run
+from tp2qual.evidence.claims import make_claim
+from tp2qual.evidence.finding import NOT_APPLICABLE, PASSED, CandidateRecord
+from tp2qual.evidence.layout import write_manifest
+from tp2qual.evidence.run import RunState
+from tp2qual.evidence.verify import verify_run
+from tp2qual.hooks.evidence import close_run
 
 NAME = "fake-local"
 RUN_ID = "20260101T000000Z-aaaa"

@@ -1,19 +1,25 @@
-"""Command line: ``python -m tp2qual verify|report results/<run>`` (or ``results/latest``).
+"""Command line: ``python -m tp2qual verify|report results/<run>`` (or ``results/latest``),
+``python -m tp2qual diagnose LOG… [--tp N] [--env KEY=VALUE…] [--json]``.
 
-verify  re-hashes every artifact against the manifest and re-derives every claim; exit 1 on any
-        problem, one line per problem, then a summary line.
-report  (re)builds ``report.html`` in the run folder from what is on disk.
+verify    re-hashes every artifact against the manifest and re-derives every claim; exit 1 on any
+          problem, one line per problem, then a summary line.
+report    (re)builds ``report.html`` in the run folder from what is on disk.
+diagnose  names the cause of a failed NCCL probe / server start-up from pasted logs, with a
+          remedy that fits the settings given; exit 0 when no log shows a failure, 1 when one
+          does, 2 for bad usage or an unreadable file.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .report import write_report
-from .verify import resolve_run, verify_run
+from tp2qual.checks.diagnosis import Diagnosis, diagnose
+from tp2qual.evidence.report import write_report
+from tp2qual.evidence.verify import resolve_run, verify_run
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -23,7 +29,64 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument("run", type=Path, help="results/<run-id>, results/latest or results/")
     report = commands.add_parser("report", help="(re)build a run's report.html")
     report.add_argument("run", type=Path, help="results/<run-id>, results/latest or results/")
+    diag = commands.add_parser("diagnose", help="name the cause of a failure in NCCL/engine logs")
+    diag.add_argument("logs", type=Path, nargs="+", metavar="LOG", help="log file(s), '-' = stdin")
+    diag.add_argument("--tp", type=int, help="tensor-parallel size the logs ran with")
+    diag.add_argument(
+        "--env", action="append", default=[], metavar="KEY=VALUE", help="a setting in force"
+    )
+    diag.add_argument("--json", action="store_true", help="print one JSON object")
     return parser
+
+
+class UsageError(Exception):
+    """Bad arguments or an unreadable file: one line on stderr, exit 2."""
+
+
+def _env(pairs: Sequence[str]) -> dict[str, str]:
+    env = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--env expects KEY=VALUE, got {pair!r}")
+        env[key] = value
+    return env
+
+
+def _read(path: Path) -> str:
+    if str(path) == "-":
+        return sys.stdin.read()
+    try:
+        return path.read_text(errors="replace")
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def _print_diagnosis(path: Path, result: Diagnosis) -> None:
+    print(f"{path}: {result.verdict}")
+    for f in result.findings:
+        print(f"  [{f.severity}] {f.rule} ({f.confidence} confidence)")
+        print(f"    cause:  {f.cause}")
+        for no, text in f.evidence:
+            print(f"    {no:>6}: {text}")
+        print(f"    remedy: {f.remedy}")
+
+
+def _diagnose(args: argparse.Namespace) -> int:
+    if args.tp is not None and args.tp < 1:
+        raise UsageError("--tp must be 1 or more")
+    env = _env(args.env)
+    texts = [(path, _read(path)) for path in args.logs]  # all readable before any output
+    results = [(path, diagnose(text, tp=args.tp, env=env)) for path, text in texts]
+    verdicts = {r.verdict for _, r in results}
+    verdict = next((v for v in ("failed", "incomplete") if v in verdicts), "ok")
+    if args.json:
+        findings = [{"log": str(p), **f.as_dict()} for p, r in results for f in r.findings]
+        print(json.dumps({"verdict": verdict, "findings": findings}, indent=2))
+    else:
+        for path, result in results:
+            _print_diagnosis(path, result)
+    return 1 if verdict == "failed" else 0
 
 
 def _verify(run: Path) -> int:
@@ -40,7 +103,13 @@ def _report(run: Path) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = _parser().parse_args(argv)  # argparse itself exits 2 on bad usage
+    if args.command == "diagnose":
+        try:
+            return _diagnose(args)
+        except UsageError as exc:
+            print(f"tp2qual diagnose: {exc}", file=sys.stderr)
+            return 2
     if not resolve_run(args.run).is_dir():
         print(f"tp2qual: {args.run} is not a run folder", file=sys.stderr)
         return 2

@@ -21,8 +21,8 @@ from typing import Any
 
 import jsonschema
 
-from .budget import DEFAULT_FLOOR_TOK_S, DEFAULT_PREFILL_S, TimeBudget
-from .exceptions import CandidateError
+from tp2qual.budget import DEFAULT_FLOOR_TOK_S, DEFAULT_PREFILL_S, TimeBudget
+from tp2qual.exceptions import CandidateError
 
 GATES = (
     "preflight",

@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .candidate import Candidate, deep_merge
-from .record import CandidateRecord
-from .server import Api, Exchange, Server, Stream
+from tp2qual.candidate import Candidate, deep_merge
+from tp2qual.evidence.finding import CandidateRecord
+from tp2qual.serving.server import Api, Exchange, Server, Stream
 
 __all__ = [
     "DEFAULT_SEED",

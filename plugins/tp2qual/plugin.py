@@ -2,9 +2,10 @@
 point so that options like ``--candidates DIR`` exist before any conftest is found."""
 
 pytest_plugins = [
-    "tp2qual.pytest_candidates",
-    "tp2qual.pytest_gating",
-    "tp2qual.pytest_server",
-    "tp2qual.pytest_evidence",
-    "tp2qual.pytest_docker",
+    "tp2qual.hooks.candidates",
+    "tp2qual.hooks.gating",
+    "tp2qual.hooks.gpus",
+    "tp2qual.hooks.server",
+    "tp2qual.hooks.evidence",
+    "tp2qual.hooks.docker",
 ]

@@ -2,8 +2,10 @@
 
 NCCL initialisation is a hard gate for TP2: every rank must reach ``Init COMPLETE`` in a
 communicator of TP size, over the shared-memory transport when P2P is disabled, with the
-overrides acknowledged by NCCL itself ("set by environment"), and with none of the failures seen
-on the target workstation (cuMem under WSL2, P2P across PCIe, the expandable allocator, ...).
+overrides acknowledged by NCCL itself ("set by environment"), and with no failure the diagnosis
+engine (``checks.diagnosis``) names: cuMem under WSL2, P2P across PCIe, /dev/shm exhaustion, the
+expandable allocator, hangs read from the log's timestamps, ... Harmless warnings it knows (the
+RAS bind warning, vLLM's custom all-reduce notice) do not fail the gate.
 
 The input may be one rank's log or a server log where several ranks' lines interleave behind
 prefixes such as ``(TP0 pid=7)`` or ``[2026-11-29 15:57:18]``, so every pattern is searched
@@ -17,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
+from tp2qual.checks.diagnosis import INCOMPLETE, Diagnosis, diagnose
 from tp2qual.checks.verdict import Verdict
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -32,21 +35,6 @@ _ENV_ACK = re.compile(r"\b(?P<key>NCCL_[A-Z0-9_]+) set by environment to (?P<val
 _VERSION = re.compile(r"NCCL INFO NCCL version (?P<v>\d+\.\d+\.\d+\S*)")
 _VERSION_ANY = re.compile(r"\bNCCL version (?P<v>\d+\.\d+\.\d+)")
 _WARN = re.compile(r"NCCL WARN\b")
-
-_CUMEM = re.compile(r"Cuda failure 999\b|ncclCuMemMapAndSetAccess", re.IGNORECASE)
-_DUPLICATE = re.compile(r"Duplicate GPU detected")
-_DIST_ERROR = re.compile(r"DistBackendError|\bNCCL error:")
-_P2P_WORDS = re.compile(
-    r"transport/p2p|p2p\.cc|peer access|peer mapping|cudaIpc|IPC handle|\bP2P\b"
-)
-_FAILURE_WORDS = re.compile(r"WARN|error|fail", re.IGNORECASE)
-_ALLOC_FAILURE = re.compile(
-    r"OutOfMemoryError|CUDA out of memory|CUDA error: out of memory|CUDA driver error"
-    r"|cudaErrorMemoryAllocation|CUDA error: unknown error"
-)
-_EXPANDABLE_ON = re.compile(r"expandable_segments\s*:\s*True", re.IGNORECASE)
-# PyTorch's own OOM message *suggests* expandable segments; that is not the setting being on.
-_EXPANDABLE_ADVICE = re.compile(r"try setting PYTORCH_CUDA_ALLOC_CONF", re.IGNORECASE)
 
 
 class InitComplete(NamedTuple):
@@ -66,6 +54,7 @@ class Signature:
     cause: str
     remedy: str
     line: str
+    confidence: str = "medium"
 
 
 @dataclass(frozen=True)
@@ -80,6 +69,7 @@ class NcclLog:
     env_acks: Mapping[str, str]
     warnings: tuple[str, ...]
     signatures: tuple[Signature, ...] = field(default=())
+    diagnosis: Diagnosis | None = None
 
     @property
     def transport_kinds(self) -> frozenset[str]:
@@ -98,51 +88,33 @@ class NcclLog:
             "env_acks": dict(sorted(self.env_acks.items())),
             "warnings": list(self.warnings),
             "signatures": [asdict(s) for s in self.signatures],
+            "diagnosis": self.diagnosis.as_dict() if self.diagnosis else None,
         }
 
 
-# code -> (cause, remedy). Causes and remedies come from the user's brief and DESIGN.md §5.
-KNOWN: dict[str, tuple[str, str]] = {
-    "cumem_cuda_999": (
-        "NCCL's cuMem allocation failed (CUDA error 999 in ncclCuMemMapAndSetAccess), as it does"
-        " under WSL2 (NVIDIA/nccl #1653)",
-        "set NCCL_CUMEM_ENABLE=0 and NCCL_CUMEM_HOST_ENABLE=0",
-    ),
-    "p2p_failure": (
-        "NCCL used direct P2P between the GPUs and failed or hung (P2P across PCIe on"
-        " 2x RTX PRO 6000 is unreliable: rtx6kpro #15, NVIDIA/nccl #1999)",
-        "set NCCL_P2P_DISABLE=1 (keep the SHM fallback) and do not force P2P in the recipe",
-    ),
-    "expandable_segments_alloc": (
-        "the first worker allocation (torch.zeros/ones) failed while PyTorch's expandable-segment"
-        " allocator was on, which fails under WSL2 (pytorch/pytorch #192330)",
-        "use PyTorch's native allocator: drop expandable_segments:True from"
-        " PYTORCH_CUDA_ALLOC_CONF",
-    ),
-    "duplicate_gpu": (
-        "two ranks were placed on the same GPU (Duplicate GPU detected)",
-        "give each rank its own GPU: expose all GPUs to the engine (--gpus all under WSL2,"
-        " which cannot pick devices by index) and check CUDA_VISIBLE_DEVICES",
-    ),
+# What only the caller knows (the process ran out of time) cannot come from the log's
+# diagnosis; these are the texts for that case.
+TIMEOUT_SIGNATURES: dict[str, tuple[str, str]] = {
     "init_hang": (
-        "a rank started NCCL init (Init START) and never reached Init COMPLETE",
+        "the process timed out before every rank's Init COMPLETE (a rank never joined)",
         "check that every rank started and can reach the others, set NCCL_P2P_DISABLE=1 if"
         " P2P channels were set up, and give the container ipc=host or a large shm_size",
     ),
     "collective_hang": (
         "the process timed out after NCCL init (a collective hung)",
-        "set NCCL_P2P_DISABLE=1 if P2P was in use, else rerun the probe with"
-        " NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ENV,P2P,SHM to see where it stops",
+        "read the lagging rank's own log; NCCL_DEBUG_SUBSYS=INIT,COLL shows each rank's"
+        " collectives",
     ),
-    "dist_backend_error": (
-        "torch.distributed reported an NCCL error",
-        "read the NCCL WARN lines before it: the other signatures name the fix",
+    "p2p_failure": (
+        "the hang came with P2P channels between the GPUs, which hang across PCIe on some"
+        " platforms",
+        "set NCCL_P2P_DISABLE=1 (NCCL falls back to SHM)",
     ),
 }
 
 
 def _signature(code: str, line: str) -> Signature:
-    cause, remedy = KNOWN[code]
+    cause, remedy = TIMEOUT_SIGNATURES[code]
     return Signature(code, cause, remedy, line.strip())
 
 
@@ -151,15 +123,22 @@ def clean_lines(text: str) -> list[str]:
     return [_ANSI.sub("", line).rstrip("\r") for line in text.splitlines()]
 
 
-def analyze(text: str, *, env: Mapping[str, str] | None = None) -> NcclLog:
-    """Parse NCCL INFO text; ``env`` (optional) is the environment the ranks ran with, used to
-    tell whether PyTorch's expandable-segment allocator was on when an allocation failed."""
+def analyze(
+    text: str,
+    *,
+    env: Mapping[str, str] | None = None,
+    container: Mapping[str, Any] | None = None,
+    host: Mapping[str, Any] | None = None,
+    tp: int | None = None,
+) -> NcclLog:
+    """Parse NCCL INFO text and diagnose it (``checks.diagnosis``): ``env``, ``container`` and
+    ``host`` are the settings in force and the host identity, so remedies fit them."""
     lines = clean_lines(text)
     complete, started, pending = _inits(lines)
     transports = frozenset(m["via"] for m in _search_all(_CHANNEL, lines))
     acks = {m["key"]: m["value"].strip() for m in _search_all(_ENV_ACK, lines)}
     warnings = tuple(line.strip() for line in lines if _WARN.search(line))
-    signatures = _signatures(lines, transports, pending, env or {})
+    diagnosis = diagnose(text, tp=tp, env=env or {}, container=container, host=host)
     return NcclLog(
         version=_version(lines),
         init_complete=tuple(complete),
@@ -168,7 +147,8 @@ def analyze(text: str, *, env: Mapping[str, str] | None = None) -> NcclLog:
         transports=transports,
         env_acks=acks,
         warnings=warnings,
-        signatures=tuple(signatures),
+        signatures=signatures_of(diagnosis),
+        diagnosis=diagnosis,
     )
 
 
@@ -203,64 +183,12 @@ def _inits(lines: list[str]) -> tuple[list[InitComplete], set[int], set[int]]:
     return complete, started, {rank for _, rank in open_comms}
 
 
-def _signatures(
-    lines: list[str], transports: frozenset[str], pending: set[int], env: Mapping[str, str]
-) -> list[Signature]:
-    """Known failures first (one per code, its first line), then every other NCCL WARN."""
-    found: dict[str, Signature] = {}
-    explained: set[str] = set()
-    p2p_used = any(t.startswith("P2P") for t in transports)
-    expandable = _EXPANDABLE_ON.search(env.get("PYTORCH_CUDA_ALLOC_CONF", "")) is not None
-    expandable = expandable or any(
-        _EXPANDABLE_ON.search(line) and not _EXPANDABLE_ADVICE.search(line) for line in lines
+def signatures_of(diagnosis: Diagnosis) -> tuple[Signature, ...]:
+    """The diagnosis' failures, in the gate's older shape: one signature per rule."""
+    return tuple(
+        Signature(f.rule, f.cause, f.remedy, f.evidence[0][1] if f.evidence else "", f.confidence)
+        for f in diagnosis.failures
     )
-    for line in lines:
-        code = _classify(line, p2p_used, expandable)
-        if code:
-            found.setdefault(code, _signature(code, line))
-            explained.add(line.strip())
-    if pending and not found:
-        first = next(line for line in lines if _INIT.search(line))
-        found["init_hang"] = _signature("init_hang", first)
-    others = _other_warnings(lines, explained)
-    failures = [*found.values(), *others]
-    if p2p_used and failures and "p2p_failure" not in found:
-        found["p2p_failure"] = _signature("p2p_failure", failures[0].line)
-    return [*found.values(), *others]
-
-
-def _classify(line: str, p2p_used: bool, expandable: bool) -> str | None:
-    if _CUMEM.search(line):
-        return "cumem_cuda_999"
-    if _DUPLICATE.search(line):
-        return "duplicate_gpu"
-    if _ALLOC_FAILURE.search(line) and expandable:
-        return "expandable_segments_alloc"
-    if _FAILURE_WORDS.search(line) and _P2P_WORDS.search(line) and not _INIT.search(line):
-        return "p2p_failure"
-    if _DIST_ERROR.search(line):
-        return "dist_backend_error"
-    return None
-
-
-def _other_warnings(lines: list[str], explained: set[str]) -> list[Signature]:
-    """Each distinct NCCL WARN not explained by a known signature, as its own signature."""
-    seen: dict[str, Signature] = {}
-    for line in lines:
-        m = _WARN.search(line)
-        if not m or line.strip() in explained:
-            continue
-        message = line[m.end() :].strip()
-        seen.setdefault(
-            message,
-            Signature(
-                "nccl_warn",
-                f"NCCL warned: {message}",
-                "read the warning in context and rerun the probe with NCCL_DEBUG=INFO",
-                line.strip(),
-            ),
-        )
-    return list(seen.values())
 
 
 def check(
@@ -275,6 +203,8 @@ def check(
     every expected override was acknowledged by NCCL, and no failure signature was found."""
     signatures = [*log.signatures, *_timeout_signatures(log, timed_out)]
     problems = [f"{s.code}: {s.cause} -> {s.remedy}" for s in signatures]
+    if log.diagnosis and not timed_out:
+        problems += [f.line() for f in log.diagnosis.findings if f.severity == INCOMPLETE]
     problems += _rank_problems(log, tp_size)
     problems += _transport_problems(log, tp_size, p2p_disabled)
     problems += _env_problems(log, expect_env)
@@ -343,6 +273,10 @@ def _env_problems(log: NcclLog, expect_env: Mapping[str, str]) -> list[str]:
     problems = []
     for key, want in sorted(expect_env.items()):
         got = log.env_acks.get(key)
+        if got is None and (key, _norm(want)) == ("NCCL_P2P_DISABLE", "1"):
+            # P2P off can also show up as NCCL_P2P_LEVEL=LOC (or 0): NCCL's own word for it.
+            level = _norm(log.env_acks.get("NCCL_P2P_LEVEL", "")).upper()
+            got = "1" if level in ("LOC", "0") else None
         if got is None:
             problems.append(
                 f"{key}={want} not acknowledged ('{key} set by environment to {want}' missing)"

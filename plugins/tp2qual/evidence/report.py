@@ -1,0 +1,358 @@
+"""The HTML evidence report: a typed view of a run folder, rendered by one autoescaped template.
+
+``build_run`` reads ``results/<run-id>/`` (findings, manifest, identity, throughput artifacts)
+into frozen dataclasses; ``render`` fills ``templates/report.html.j2``; ``write_report`` puts the
+result at ``results/<run-id>/report.html``. Everything comes from disk, so the report can be
+rebuilt at any time (``python -m tp2qual report results/<run>``). One self-contained file: CSS
+and SVG inline, links relative to the run folder, nothing fetched.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import jinja2
+
+from tp2qual.candidate import GATES
+from tp2qual.evidence.claims import read_records
+from tp2qual.evidence.layout import MANIFEST, REPORT
+from tp2qual.evidence.report_model import (
+    FIGURES,
+    OUTCOME_LABELS,
+    PLOTTED,
+    SAMPLES,
+    SUMMARY,
+    CandidateView,
+    ClaimRow,
+    CompareRow,
+    Comparison,
+    Fact,
+    GateRow,
+    Link,
+    Plot,
+    RunView,
+    StatRow,
+    fmt,
+    plot,
+    ratio,
+)
+from tp2qual.evidence.verify import FINDING, verify_run
+
+# ---------------------------------------------------------------- reading a run (disk)
+
+
+def _json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _link(run_dir: Path, path: Path, manifest: dict[str, Any]) -> Link:
+    rel = path.relative_to(run_dir).as_posix()
+    entry = manifest.get(rel, {})
+    return Link(quote(rel), rel.split("/", 1)[-1], path.stat().st_size, entry.get("sha256", ""))
+
+
+def gate_artifacts(cand_dir: Path, gate: str, claimed: list[str]) -> list[Path]:
+    """The files a gate wrote or cites: its own (named after it) and its claims' artifacts."""
+    own = [p for p in sorted(cand_dir.glob(f"{gate}*")) if p.is_file()]
+    cited = [cand_dir / a for a in claimed if a and (cand_dir / a).is_file()]
+    return list(dict.fromkeys([*own, *cited]))
+
+
+# What a request body says about how the reply is drawn (sampling and thinking controls).
+STATED = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "repeat_penalty",
+          "presence_penalty", "frequency_penalty", "seed", "chat_template_kwargs",
+          "reasoning_effort")  # fmt: skip
+
+
+def stated_sampling(cand_dir: Path, gate: str) -> str:
+    """The sampling the gate's first generating request stated, read from its own artifact."""
+    path = cand_dir / f"{gate}.jsonl"
+    if not path.is_file():
+        return ""
+    for line in path.read_text(errors="replace").splitlines():
+        try:
+            body = (json.loads(line).get("request") or {}).get("body")
+        except ValueError:
+            continue
+        if isinstance(body, dict) and "messages" in body:
+            return ", ".join(
+                f"{k}={json.dumps(body[k], sort_keys=True)}" for k in STATED if k in body
+            )
+    return ""
+
+
+def build_gate(
+    run_dir: Path, cand_dir: Path, gate: str, data: dict[str, Any], manifest: dict[str, Any]
+) -> GateRow:
+    claims = data.get("claims") or []
+    files = gate_artifacts(cand_dir, gate, [c.get("artifact", "") for c in claims])
+    if data.get("outcome") == "failed" and (cand_dir / "server.log").is_file():
+        files.append(cand_dir / "server.log")
+    if data.get("error_artifact") and (cand_dir / data["error_artifact"]).is_file():
+        files.append(cand_dir / data["error_artifact"])
+    rows = tuple(
+        ClaimRow(
+            c.get("name", "?"),
+            fmt(c.get("value")),
+            _claim_link(run_dir, cand_dir, c, manifest),
+            (c.get("sha256") or "")[:12],
+        )
+        for c in claims
+    )
+    outcome = data.get("outcome", "not_run")
+    return GateRow(
+        gate,
+        outcome,
+        OUTCOME_LABELS.get(outcome, outcome),
+        data.get("reason", ""),
+        float(data.get("seconds") or 0.0),
+        rows,
+        tuple(sorted((data.get("tests") or {}).items())),
+        tuple(data.get("excerpt") or ()),
+        tuple(_link(run_dir, p, manifest) for p in files),
+        stated_sampling(cand_dir, gate),
+    )
+
+
+def _claim_link(
+    run_dir: Path, cand_dir: Path, claim: dict[str, Any], manifest: dict[str, Any]
+) -> Link | None:
+    path = cand_dir / (claim.get("artifact") or "")
+    return _link(run_dir, path, manifest) if claim.get("artifact") and path.is_file() else None
+
+
+def identity_facts(cand_dir: Path, finding: dict[str, Any]) -> tuple[Fact, ...]:
+    ident = finding.get("identity") or {}
+    model = ident.get("model") or _json(cand_dir / "identity/model.json") or {}
+    engine = ident.get("engine") or _json(cand_dir / "identity/engine.json") or {}
+    launch = ident.get("launch") or _json(cand_dir / "launch.json") or {}
+    spec = finding.get("candidate_spec") or {}
+    topology = ident.get("topology") or _json(cand_dir / "identity/topology.json")
+    facts = [
+        ("model", model.get("repo") or (spec.get("model") or {}).get("repo")),
+        ("model SHA", model.get("file_sha256") or model.get("resolved_revision")),
+        ("pinned revision", model.get("requested_revision")),
+        ("served name", model.get("served_name")),
+        ("quantization", model.get("quantization")),
+        ("engine", engine.get("kind") or (spec.get("engine") or {}).get("kind")),
+        ("engine version", engine.get("version")),
+        ("image digest", launch.get("image_digest") or ident.get("image_digest")),
+        ("launcher", launch.get("launcher")),
+        ("tensor parallel", (spec.get("serve") or {}).get("tensor_parallel_size")),
+        ("bounded context", (spec.get("serve") or {}).get("max_model_len")),
+        ("GPU topology", topology),
+        ("host", (ident.get("host") or {}).get("os")),
+    ]
+    return tuple(Fact(k, fmt(v, 400)) for k, v in facts if v not in (None, "", {}, []))
+
+
+def launch_flags(cand_dir: Path, finding: dict[str, Any]) -> tuple[str, ...]:
+    launch = _json(cand_dir / "launch.json") or (finding.get("identity") or {}).get("launch") or {}
+    return tuple(str(a) for a in launch.get("argv") or ())
+
+
+def stat_rows(summary: dict[str, Any] | None) -> tuple[StatRow, ...]:
+    rows = []
+    summary = summary or {}
+    ordered = [k for k in FIGURES if k in summary] + sorted(set(summary) - set(FIGURES))
+    for key, stats in ((k, summary[k]) for k in ordered):
+        if not isinstance(stats, dict):
+            continue
+        title, unit = FIGURES.get(key, (key, ""))
+        ci = f"[{fmt(stats.get('ci95_low'))}, {fmt(stats.get('ci95_high'))}]"
+        cells = tuple(fmt(stats.get(k)) for k in ("n", "mean", "median", "stdev", "p90", "p99"))
+        rows.append(StatRow(title, unit, (*cells, ci)))
+    return tuple(rows)
+
+
+def sample_plots(cand_dir: Path) -> tuple[Plot, ...]:
+    path = cand_dir / SAMPLES
+    if not path.is_file():
+        return ()
+    try:
+        samples = [r for r in read_records(path) if r.get("phase", "sample") == "sample"]
+    except ValueError:
+        return ()
+    plots = []
+    for key in PLOTTED:
+        values = [float(r[key]) for r in samples if isinstance(r.get(key), int | float)]
+        if values:
+            title, unit = FIGURES[key]
+            plots.append(plot(f"{title} per sample", unit, values))
+    return tuple(plots)
+
+
+def performance_context(cand_dir: Path) -> tuple[Fact, ...]:
+    """What the samples are measured against: the dated TP1 baseline and the roofline."""
+    comparison_ = _json(cand_dir / "throughput_comparison.json") or {}
+    roof = _json(cand_dir / "roofline.json") or {}
+    facts: list[tuple[str, str]] = []
+    if base := comparison_.get("baseline"):
+        status = (
+            "corroborated by a local finding"
+            if comparison_.get("corroborated")
+            else "uncorroborated: no raw artifact of it here"
+        )
+        facts.append(
+            (
+                "TP1 baseline",
+                f"{base.get('date')} · TP{base.get('tp')} · {status} · {base.get('source')}",
+            )
+        )
+        for row in comparison_.get("rows", []):
+            facts.append(
+                (
+                    f"{row['figure']}: this / baseline",
+                    f"{fmt(row['now'])} / {fmt(row['baseline'])} = "
+                    f"{ratio(row['now'], row['baseline'])}",
+                )
+            )
+    if roof.get("computed"):
+        inputs = (
+            f"TP{roof['tp']}, {fmt(roof['active_params_b'])}B active x "
+            f"{fmt(roof['bits_per_weight'])} bit, {fmt(roof['bandwidth_gbs'])} GB/s per GPU "
+            f"({roof['bandwidth_from']})"
+        )
+        facts.append(("decode roofline", f"{fmt(roof['bound_tok_s'])} tok/s: {inputs}"))
+        measured = fmt(roof.get("measured_decode_tok_s"))
+        facts.append(("measured / roofline", f"{measured} tok/s = {fmt(roof.get('fraction'))}"))
+    elif roof:
+        facts.append(("decode roofline", f"not computed: {roof.get('why')}"))
+    facts += server_timing_facts(_json(cand_dir / "server_timings.json") or {})
+    return tuple(Fact(k, v) for k, v in facts)
+
+
+def server_timing_facts(timings: dict[str, Any]) -> list[tuple[str, str]]:
+    """The engine's own window means beside the client's (seconds)."""
+    if not timings:
+        return []
+    client = timings.get("client_means") or {}
+    facts = [("engine's own timings", str(timings.get("source")))]
+    for key, found in (timings.get("server") or {}).items():
+        server_s = found.get("mean_s") if isinstance(found, dict) else found
+        client_key = "tpot_s" if key == "itl_s" else key
+        facts.append(
+            (
+                f"{key}: client / engine",
+                f"{fmt(client.get(client_key))} / "
+                f"{fmt(server_s)} = {ratio(client.get(client_key), server_s)}",
+            )
+        )
+    return facts
+
+
+def previous_run(run_dir: Path, candidate: str) -> Path | None:
+    """The newest older run folder beside this one holding this candidate's finding."""
+    older = [
+        p
+        for p in run_dir.parent.iterdir()
+        if p.is_dir()
+        and not p.is_symlink()
+        and p.name < run_dir.name
+        and (p / candidate / FINDING).is_file()
+    ]
+    return max(older, key=lambda p: p.name) if older else None
+
+
+def comparison(run_dir: Path, candidate: str, verdict: str) -> Comparison | None:
+    before_dir = previous_run(run_dir, candidate)
+    if before_dir is None:
+        return None
+    before = _json(before_dir / candidate / FINDING) or {}
+    now_stats = _json(run_dir / candidate / SUMMARY) or {}
+    old_stats = _json(before_dir / candidate / SUMMARY) or {}
+    medians = {
+        k: (now_stats[k].get("median"), old_stats[k].get("median"))
+        for k in FIGURES
+        if isinstance(now_stats.get(k), dict) and isinstance(old_stats.get(k), dict)
+    }
+    rows = tuple(
+        CompareRow(f"{FIGURES[k][0]} median ({FIGURES[k][1]})", fmt(now), fmt(old), ratio(now, old))
+        for k, (now, old) in medians.items()
+    )
+    return Comparison(
+        before_dir.name,
+        f"../{quote(before_dir.name)}/{REPORT}",
+        verdict,
+        before.get("verdict", "?"),
+        rows,
+    )
+
+
+def build_candidate(run_dir: Path, cand_dir: Path, manifest: dict[str, Any]) -> CandidateView:
+    finding = _json(cand_dir / FINDING) or {}
+    gates_data = finding.get("gates") or {}
+    gates = tuple(
+        build_gate(run_dir, cand_dir, g, gates_data.get(g) or {}, manifest) for g in GATES
+    )
+    verdict = finding.get("verdict", "INCOMPLETE")
+    files = sorted(p for p in cand_dir.rglob("*") if p.is_file() and not p.name.endswith(".tmp"))
+    return CandidateView(
+        name=cand_dir.name,
+        verdict=verdict,
+        failed_gate=finding.get("failed_gate") or "",
+        started=finding.get("started", ""),
+        description=(finding.get("candidate_spec") or {}).get("description", ""),
+        gates=gates,
+        identity=identity_facts(cand_dir, finding),
+        launch_flags=launch_flags(cand_dir, finding),
+        failures=tuple(g for g in gates if g.outcome == "failed"),
+        suite_errors=tuple(g for g in gates if g.outcome == "error"),
+        stats=stat_rows(_json(cand_dir / SUMMARY)),
+        plots=sample_plots(cand_dir),
+        context=performance_context(cand_dir),
+        artifacts=tuple(_link(run_dir, p, manifest) for p in files),
+        comparison=comparison(run_dir, cand_dir.name, verdict),
+    )
+
+
+def build_run(run_dir: Path) -> RunView:
+    run_dir = run_dir.resolve()
+    manifest = (_json(run_dir / MANIFEST) or {}).get("files", {})
+    candidates = tuple(
+        build_candidate(run_dir, p.parent, manifest) for p in sorted(run_dir.glob(f"*/{FINDING}"))
+    )
+    check = verify_run(run_dir)
+    return RunView(
+        run_dir.name,
+        dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        candidates,
+        check.summary(),
+        check.ok,
+        tuple(p.line() for p in check.problems[:50]),
+    )
+
+
+# ---------------------------------------------------------------- rendering
+
+
+@cache
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("tp2qual.evidence", "templates"),
+        autoescape=jinja2.select_autoescape(["html", "j2"], default=True),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+def render(view: RunView) -> str:
+    return _environment().get_template("report.html.j2").render(run=view)
+
+
+def write_report(run_dir: Path) -> Path:
+    """Build and write ``report.html`` in the run folder (atomically); return its path."""
+    path = run_dir / REPORT
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(render(build_run(run_dir)), encoding="utf-8")
+    tmp.replace(path)
+    return path

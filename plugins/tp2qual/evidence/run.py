@@ -1,0 +1,53 @@
+"""The state of one qualification run, shared by the plugins through ``config.stash``."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tp2qual.candidate import Candidate
+from tp2qual.evidence.finding import CandidateRecord
+from tp2qual.evidence.layout import Evidence
+from tp2qual.redact import Redactor
+
+
+def new_run_id() -> str:
+    now = dt.datetime.now(dt.UTC)
+    return now.strftime("%Y%m%dT%H%M%SZ") + "-" + secrets.token_hex(2)
+
+
+@dataclass
+class RunState:
+    results_root: Path
+    candidates: list[Candidate]
+    run_id: str = field(default_factory=new_run_id)
+    records: dict[str, CandidateRecord] = field(default_factory=dict)
+
+    @property
+    def run_dir(self) -> Path:
+        return self.results_root / self.run_id
+
+    def redactor(self, candidate: Candidate) -> Redactor:
+        return Redactor(candidate.env())
+
+    def record(self, candidate: Candidate) -> CandidateRecord:
+        """The candidate's record, creating its evidence folder on first use."""
+        if candidate.name not in self.records:
+            self._mark_latest()
+            evidence = Evidence(self.run_dir / candidate.name, self.redactor(candidate))
+            self.records[candidate.name] = CandidateRecord(candidate, evidence, self.run_id)
+        return self.records[candidate.name]
+
+    def _mark_latest(self) -> None:
+        """``results/latest`` points at the newest run (relative link, survives moves)."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        latest = self.results_root / "latest"
+        tmp = self.results_root / f".latest-{self.run_id}"
+        if latest.is_symlink() and os.readlink(latest) == self.run_id:
+            return
+        tmp.unlink(missing_ok=True)
+        tmp.symlink_to(self.run_id)
+        os.replace(tmp, latest)

@@ -1,0 +1,270 @@
+"""Re-verify a run folder: every artifact against the manifest, every claim against its artifact.
+
+The MLPerf submission checker's habit: a number in a finding is trusted only if it can be derived
+again, now, from the raw artifact it names. ``verify_run`` reads a run folder and returns every
+problem it finds — a tampered, missing or unlisted file; a claim its artifact does not back; a PASS
+without backing; a verdict that its gates do not give. No pytest here; reading files is all it does.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tp2qual.candidate import GATES
+from tp2qual.evidence.claims import DerivationError, derive_from, same, sha256_bytes
+from tp2qual.evidence.finding import (
+    ERROR,
+    FAILED,
+    NOT_RUN,
+    PASSED,
+    Outcome,
+    Verdict,
+    derive_verdict,
+    unbacked,
+)
+from tp2qual.evidence.layout import MANIFEST, NOT_HASHED, sha256_of
+
+FINDING = "finding.json"
+OUTCOMES = frozenset(str(o) for o in Outcome)
+
+
+@dataclass(frozen=True)
+class Problem:
+    kind: str  # tampered | missing | unlisted | manifest | finding | claim | unbacked | verdict
+    where: str  # path relative to the run folder
+    detail: str
+
+    def line(self) -> str:
+        return f"{self.kind.upper():<9} {self.where}: {self.detail}"
+
+
+@dataclass
+class Verification:
+    run_dir: Path
+    files: int = 0
+    claims: int = 0
+    candidates: int = 0
+    final_manifest: bool = False
+    seconds: float = 0.0
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def summary(self) -> str:
+        state = "OK" if self.ok else f"{len(self.problems)} problem(s)"
+        note = "" if self.final_manifest else " (manifest written before the run finished)"
+        return (
+            f"verify {self.run_dir.name}: {state} — {self.candidates} candidate(s), "
+            f"{self.files} file(s), {self.claims} claim(s) in {self.seconds:.2f}s{note}"
+        )
+
+
+def resolve_run(path: Path) -> Path:
+    """A run folder, ``results/latest``, or a results folder (meaning its latest run)."""
+    if not (path / MANIFEST).exists() and (path / "latest").is_dir():
+        path = path / "latest"
+    return path.resolve()
+
+
+def verify_run(path: Path) -> Verification:
+    began = time.monotonic()
+    run_dir = resolve_run(path)
+    result = Verification(run_dir)
+    listed = _load_manifest(run_dir, result)
+    result.problems += check_files(run_dir, listed)
+    result.files = len(listed)
+    for cand_dir in candidate_dirs(run_dir, listed):
+        result.candidates += 1
+        result.problems += check_candidate(run_dir, cand_dir, listed, result)
+    if not result.candidates:
+        result.problems.append(Problem("finding", ".", "no candidate finding in this run"))
+    result.seconds = time.monotonic() - began
+    return result
+
+
+def _load_manifest(run_dir: Path, result: Verification) -> dict[str, dict[str, Any]]:
+    try:
+        body = json.loads((run_dir / MANIFEST).read_text())
+    except FileNotFoundError:
+        result.problems.append(Problem("manifest", MANIFEST, "missing: nothing can be verified"))
+        return {}
+    except ValueError as exc:
+        result.problems.append(Problem("manifest", MANIFEST, f"unreadable: {exc}"))
+        return {}
+    result.final_manifest = bool(body.get("final"))
+    return dict(body.get("files", {}))
+
+
+def check_files(run_dir: Path, listed: dict[str, dict[str, Any]]) -> list[Problem]:
+    """Each listed file present with its sha256 and size; no file outside the manifest."""
+    problems = []
+    for rel, entry in sorted(listed.items()):
+        path = run_dir / rel
+        if not path.is_file():
+            problems.append(Problem("missing", rel, "listed in the manifest, not on disk"))
+        elif sha256_of(path) != entry.get("sha256"):
+            sizes = f"{path.stat().st_size} bytes now, {entry.get('bytes')} then"
+            problems.append(Problem("tampered", rel, f"sha256 differs from the manifest ({sizes})"))
+    for path in sorted(run_dir.rglob("*")):
+        rel = path.relative_to(run_dir).as_posix()
+        if _hashable(path) and rel not in listed:
+            problems.append(Problem("unlisted", rel, "on disk but not in the manifest"))
+    return problems
+
+
+def _hashable(path: Path) -> bool:
+    return (
+        path.is_file()
+        and not path.is_symlink()
+        and path.name not in NOT_HASHED
+        and not path.name.endswith(".tmp")
+    )
+
+
+def candidate_dirs(run_dir: Path, listed: dict[str, dict[str, Any]]) -> list[Path]:
+    """Candidate folders: those with a finding on disk or in the manifest."""
+    names = {p.parent.name for p in run_dir.glob(f"*/{FINDING}")}
+    names |= {
+        rel.split("/")[0] for rel in listed if rel.count("/") == 1 and rel.endswith("/" + FINDING)
+    }
+    return [run_dir / name for name in sorted(names)]
+
+
+def check_candidate(
+    run_dir: Path, cand_dir: Path, listed: dict[str, dict[str, Any]], result: Verification
+) -> list[Problem]:
+    where = f"{cand_dir.name}/{FINDING}"
+    try:
+        finding = json.loads((cand_dir / FINDING).read_text())
+    except (OSError, ValueError) as exc:
+        return [Problem("finding", where, f"unreadable: {exc}")]
+    problems = check_verdict(finding, where) + check_backing(finding, where)
+    problems += check_suite_errors(cand_dir, finding, where)
+    if finding.get("run_id") != run_dir.name:
+        problems.append(
+            Problem(
+                "finding", where, f"belongs to run {finding.get('run_id')!r}, not {run_dir.name!r}"
+            )
+        )
+    for gate, claim in _claims(finding):
+        result.claims += 1
+        problem = check_claim(cand_dir, claim, listed)
+        if problem:
+            problems.append(
+                Problem(problem[0], f"{where} [{gate}.{claim.get('name')}]", problem[1])
+            )
+    return problems
+
+
+def _claims(finding: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    gates = finding.get("gates", {})
+    return [(g, c) for g, r in gates.items() for c in (r or {}).get("claims", [])]
+
+
+def check_verdict(finding: dict[str, Any], where: str) -> list[Problem]:
+    """The verdict and failed gate the finding states must be what its gates give."""
+    gates = finding.get("gates") or {}
+    outcomes = {(gates.get(g) or {}).get("outcome", NOT_RUN) for g in GATES}
+    problems = [
+        Problem("finding", where, f"unknown gate outcome {o!r}")
+        for o in sorted(outcomes - OUTCOMES)
+    ]
+    if "finished" not in finding:
+        return [*problems, Problem("finding", where, "no 'finished' field: verdict unprovable")]
+    backing = [
+        (
+            (gates.get(g) or {}).get("outcome", NOT_RUN),
+            [c.get("artifact") for c in (gates.get(g) or {}).get("claims", [])],
+        )
+        for g in GATES
+    ]
+    expected = derive_verdict(
+        outcomes, finished=bool(finding["finished"]), unbacked_claims=unbacked(backing)
+    )
+    if finding.get("verdict") != expected:
+        problems.append(
+            Problem(
+                "verdict", where, f"states {finding.get('verdict')} but its gates give {expected}"
+            )
+        )
+    for field_name, outcome in (("failed_gate", FAILED), ("suite_error_gate", ERROR)):
+        first = next((g for g in GATES if (gates.get(g) or {}).get("outcome") == outcome), None)
+        if finding.get(field_name) != first and (field_name in finding or first):
+            problems.append(
+                Problem(
+                    "verdict",
+                    where,
+                    f"names {field_name} {finding.get(field_name)!r}; its gates say {first!r}",
+                )
+            )
+    return problems
+
+
+def check_suite_errors(cand_dir: Path, finding: dict[str, Any], where: str) -> list[Problem]:
+    """A suite error keeps its traceback: the gate names the artifact and it is on disk."""
+    problems = []
+    for gate, result in (finding.get("gates") or {}).items():
+        if (result or {}).get("outcome") != ERROR:
+            continue
+        artifact = result.get("error_artifact") or ""
+        if not artifact or not (cand_dir / artifact).is_file():
+            problems.append(
+                Problem("finding", where, f"suite error in {gate} without its traceback artifact")
+            )
+    return problems
+
+
+def check_backing(finding: dict[str, Any], where: str) -> list[Problem]:
+    """A PASS rests on claims: every passed gate has one and every claim names an artifact."""
+    if finding.get("verdict") != Verdict.PASS:
+        return []
+    problems = []
+    for gate, result in (finding.get("gates") or {}).items():
+        claims = (result or {}).get("claims") or []
+        if result.get("outcome") == PASSED and not claims:
+            problems.append(Problem("unbacked", where, f"PASS, but gate {gate} has no claim"))
+        problems += [
+            Problem("unbacked", where, f"PASS, but claim {gate}.{c.get('name')} names no artifact")
+            for c in claims
+            if not c.get("artifact")
+        ]
+    return problems
+
+
+def check_claim(
+    cand_dir: Path, claim: dict[str, Any], listed: dict[str, dict[str, Any]]
+) -> tuple[str, str] | None:
+    """(kind, detail) when the claim is not backed by the bytes it was derived from."""
+    artifact = claim.get("artifact") or ""
+    if not artifact:
+        return None  # reported by check_backing / check_verdict
+    path = (cand_dir / artifact).resolve()
+    if not path.is_relative_to(cand_dir.resolve()):
+        return "claim", f"artifact {artifact!r} lies outside the candidate's folder"
+    if not path.is_file():
+        return "missing", f"artifact {artifact} is not on disk"
+    if f"{cand_dir.name}/{artifact}" not in listed:
+        return "unlisted", f"artifact {artifact} is not in the manifest"
+    return _check_claim_bytes(path, artifact, claim)
+
+
+def _check_claim_bytes(path: Path, artifact: str, claim: dict[str, Any]) -> tuple[str, str] | None:
+    if not claim.get("sha256") or claim.get("bytes") is None:
+        return "claim", f"no sha256/bytes of {artifact} recorded at claim time"
+    data = path.read_bytes()
+    prefix = data[: int(claim["bytes"])]
+    if len(data) < int(claim["bytes"]) or sha256_bytes(prefix) != claim["sha256"]:
+        return "tampered", f"{artifact} no longer holds the bytes the claim was derived from"
+    try:
+        derived = derive_from(prefix, path, claim.get("derive") or {})
+    except DerivationError as exc:
+        return "claim", f"not found in {artifact}: {exc}"
+    if not same(claim.get("value"), derived):
+        return "claim", f"claims {claim.get('value')!r}, {artifact} gives {derived!r}"
+    return None

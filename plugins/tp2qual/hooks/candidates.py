@@ -1,0 +1,156 @@
+"""Candidates plugin: load and validate candidate files, parametrize gates by candidate.
+
+Each candidate is one session-scoped parameter whose id is its name, so ``-k inkling`` selects
+one candidate and pytest groups each candidate's gates together (one server start each).
+A candidate this machine cannot run is skipped with the reason, decided at collection.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from tp2qual.candidate import Candidate, load_candidates
+from tp2qual.evidence.run import RunState
+from tp2qual.exceptions import CandidateError
+
+run_key = pytest.StashKey[RunState]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("tp2qual", "serving-candidate qualification")
+    group.addoption(
+        "--candidates",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="add a folder of candidate TOML files (repeatable)",
+    )
+    group.addoption(
+        "--results",
+        default=None,
+        metavar="DIR",
+        help="where runs are written (default: ini results_dir)",
+    )
+    parser.addini(
+        "candidate_dirs", type="paths", default=[], help="candidate folders read on every run"
+    )
+    parser.addini("results_dir", default="results", help="where runs are written")
+
+
+# Options whose value is a path. pytest settles the rootdir and ini file before it loads this
+# plugin (a pytest11 entry point), so then it takes the DIR of `--candidates DIR` for a test path:
+# rootdir becomes DIR and pyproject.toml's settings are dropped (pytest-dev/pytest#8846).
+PATH_OPTIONS = ("--candidates", "--results")
+
+
+def joined_path_options(args: tuple[str, ...]) -> list[str] | None:
+    """``args`` with each ``--candidates DIR`` written ``--candidates=DIR``; None if none was."""
+    joined: list[str] = []
+    i = 0
+    while i < len(args):
+        arg, value = args[i], args[i + 1] if i + 1 < len(args) else "-"
+        if arg == "--":  # what follows is positional
+            joined += args[i:]
+            break
+        if arg in PATH_OPTIONS and not value.startswith("-"):
+            joined.append(f"{arg}={value}")
+            i += 2
+        else:
+            joined.append(arg)
+            i += 1
+    return joined if len(joined) < len(args) else None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> int | pytest.ExitCode | None:
+    """Start again from ``--candidates=DIR`` when given ``--candidates DIR``.
+
+    No hook of an entry-point plugin runs before pytest settles the rootdir and ini file
+    (``Config.parse`` calls ``determine_setup`` before ``load_setuptools_entrypoints``), so the
+    only public way to make both spellings mean the same is a fresh ``pytest.main`` on the joined
+    arguments, before this configuration is used: nothing configured, nothing collected yet."""
+    args = joined_path_options(config.invocation_params.args)
+    if args is None:
+        return None
+    return pytest.main(args, plugins=list(config.invocation_params.plugins or ()))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    folders = list(config.getini("candidate_dirs"))
+    folders += [Path(p).expanduser().resolve() for p in config.getoption("candidates")]
+    try:
+        candidates = load_candidates(folders)
+    except CandidateError as exc:
+        raise pytest.UsageError(f"candidate files rejected, nothing was started:\n{exc}") from None
+    if not candidates:  # else every gate is collected with a NOTSET candidate, which hooks read
+        looked = ", ".join(map(str, folders)) or "no folder"
+        raise pytest.UsageError(
+            f"no candidate files found ({looked}): add --candidates=DIR or ini candidate_dirs"
+        )
+    results = Path(config.getoption("results") or config.getini("results_dir"))
+    if not results.is_absolute():
+        results = config.rootpath / results
+    config.stash[run_key] = RunState(results, order_by_lane(candidates))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    config.stash.__delitem__(run_key) if run_key in config.stash else None
+
+
+def order_by_lane(candidates: list[Candidate]) -> list[Candidate]:
+    """Baselines before the optional lanes that wait for them; otherwise by name."""
+    by_name = sorted(candidates, key=lambda c: c.name)
+    baselines = [c for c in by_name if not c.spec.get("lane", {}).get("after")]
+    return baselines + [c for c in by_name if c not in baselines]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "candidate" not in metafunc.fixturenames:
+        return
+    state = metafunc.config.stash[run_key]
+    params = [pytest.param(c, id=c.name, marks=_skip_marks(c)) for c in state.candidates]
+    metafunc.parametrize("candidate", params, scope="session")
+
+
+def _skip_marks(candidate: Candidate) -> list[pytest.MarkDecorator]:
+    reason = why_not_runnable(candidate)
+    return [pytest.mark.skip(reason=f"cannot run here: {reason}")] if reason else []
+
+
+def why_not_runnable(candidate: Candidate) -> str | None:
+    """Why this machine cannot run the candidate at all, or None."""
+    needed = candidate.gpus.get("count", 0)
+    if needed and (have := gpu_count()) < needed:
+        return f"needs {needed} NVIDIA GPU(s), this machine has {have}"
+    if candidate.launcher_kind == "docker":
+        from tp2qual.serving.launchers.docker.engine import unavailable as docker_unavailable
+        from tp2qual.serving.launchers.docker.pins import pin_unresolved
+
+        return docker_unavailable() or pin_unresolved(candidate)
+    if candidate.engine == "llama.cpp" and importlib.util.find_spec("llama_cpp") is None:
+        return "llama-cpp-python is not installed (pip install -e '.[local]')"
+    try:
+        model_file = candidate.model_file()
+    except CandidateError as exc:
+        return str(exc)
+    if model_file is not None and not model_file.is_file():
+        return f"model file {model_file} does not exist"
+    return None
+
+
+@cache
+def gpu_count() -> int:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            return int(pynvml.nvmlDeviceGetCount())
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # no driver, no library: no GPUs here
+        return 0

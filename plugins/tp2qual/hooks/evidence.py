@@ -1,0 +1,235 @@
+"""Evidence plugin: keep the run's manifest and report current, close findings, tell JUnit.
+
+Findings are saved after every gate by the gating plugin. Here: after each gate test the run's
+``manifest.json`` is rewritten (so a crash leaves a manifest of what was captured), after each
+candidate ``report.html`` is refreshed, and at the end the run is closed — an interrupted session
+leaves INCOMPLETE (``finished`` stays False), the manifest is final, the report rebuilt, and the
+terminal gets one line per candidate. JUnit (``--junitxml``) gets each candidate's identity and
+verdict as test-suite properties (xunit2-compatible) and each gate test its claims as properties;
+pytest-html, when it writes a report, gets links to each gate's raw artifacts.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Generator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tp2qual.evidence.finding import ERROR, CandidateRecord
+from tp2qual.evidence.layout import REPORT, write_manifest
+from tp2qual.evidence.report import gate_artifacts, write_report
+from tp2qual.evidence.run import RunState
+from tp2qual.hooks.candidates import run_key
+from tp2qual.hooks.gating import candidate_of, gate_of
+
+suite_property_key = pytest.StashKey[Callable[[str, object], None]]()
+claims_before_key = pytest.StashKey[frozenset[tuple[str, str, str]]]()
+_Wrapper = Generator[None, object, object]
+
+
+# ---------------------------------------------------------------- closing the run
+
+
+def close_run(state: RunState, *, interrupted: bool) -> None:
+    for record in state.records.values():
+        record.finished = not interrupted
+        record.save()
+    if state.records:
+        write_manifest(state.run_dir, run_id=state.run_id, final=True, interrupted=interrupted)
+        write_report(state.run_dir)
+
+
+def _interrupted(exitstatus: int | pytest.ExitCode) -> bool:
+    return exitstatus in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> _Wrapper:
+    """Settle verdicts and tell JUnit before it writes; close the run after fixtures are gone."""
+    state = session.config.stash.get(run_key, None)
+    if state is not None:
+        _settle(session.config, state, interrupted=_interrupted(exitstatus))
+    try:
+        return (yield)
+    finally:
+        if state is not None:
+            close_run(state, interrupted=_interrupted(exitstatus))
+
+
+def _settle(config: pytest.Config, state: RunState, *, interrupted: bool) -> None:
+    for record in state.records.values():
+        record.finished = not interrupted
+    add = config.stash.get(suite_property_key, None)
+    if add is None:
+        return  # no test ran (without --junitxml the recorder is a no-op)
+    for record in state.records.values():
+        for name, value in suite_properties(record):
+            add(name, value)
+
+
+# ---------------------------------------------------------------- during the run
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> _Wrapper:
+    """After each gate test: manifest of what is on disk; after each candidate: the report."""
+    try:
+        return (yield)
+    finally:
+        _after_test(item, nextitem)
+
+
+def _after_test(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    state = item.config.stash.get(run_key, None)
+    candidate = candidate_of(item)
+    if state is None or candidate is None or candidate.name not in state.records:
+        return
+    write_manifest(state.run_dir, run_id=state.run_id, final=False)
+    following = candidate_of(nextitem) if nextitem is not None else None
+    if following is None or following.name != candidate.name:
+        write_report(state.run_dir)
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """JUnit: each test carries its candidate's name (also when it is skipped)."""
+    candidate = candidate_of(item)
+    if candidate is not None:
+        item.user_properties.append(("candidate", candidate.name))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _tp2qual_suite_properties(
+    request: pytest.FixtureRequest, record_testsuite_property: Callable[[str, object], None]
+) -> None:
+    """Keep pytest's own (xunit2-compatible) suite-property recorder for the session's end."""
+    request.config.stash[suite_property_key] = record_testsuite_property
+
+
+def suite_properties(record: CandidateRecord) -> list[tuple[str, str]]:
+    """Identity and verdict of one candidate, as ``candidate.<name>.<fact>`` properties."""
+    ident = record.identity
+    facts: dict[str, Any] = {
+        "verdict": record.verdict(),
+        "failed_gate": (record.first_failure() or ("",))[0],
+        "suite_error_gate": (record.first(ERROR) or ("",))[0],
+        "run_id": record.run_id,
+        "model_repo": record.candidate.model.get("repo"),
+        "model_sha": (ident.get("model") or {}).get("file_sha256")
+        or (ident.get("model") or {}).get("resolved_revision"),
+        "model_revision": record.candidate.model.get("revision"),
+        "engine": record.candidate.engine,
+        "engine_version": (ident.get("engine") or {}).get("version"),
+        "image_digest": (ident.get("launch") or {}).get("image_digest"),
+        "tensor_parallel_size": record.candidate.tp,
+        "evidence": str(record.evidence.root),
+    }
+    prefix = f"candidate.{record.candidate.name}"
+    return [(f"{prefix}.{k}", str(v)) for k, v in facts.items() if v not in (None, "")]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    context = _gate_record(item)
+    if context is None:
+        return report
+    record, gate = context
+    if report.when == "setup":
+        item.stash[claims_before_key] = _claim_keys(record, gate)
+    elif report.when == "call":
+        _claim_properties(item, report, record, gate)
+    if report.when == "call" or report.failed:
+        _html_links(item, report, record, gate)
+    return report
+
+
+def _gate_record(item: pytest.Item) -> tuple[CandidateRecord, str] | None:
+    state = item.config.stash.get(run_key, None)
+    candidate, gate = candidate_of(item), gate_of(item)
+    if state is None or candidate is None or gate is None:
+        return None
+    record = state.records.get(candidate.name)  # never create one for a test that cannot run
+    return (record, gate) if record is not None else None
+
+
+def _claim_keys(record: CandidateRecord, gate: str) -> frozenset[tuple[str, str, str]]:
+    return frozenset((c.name, repr(c.value), c.sha256) for c in record.gates[gate].claims)
+
+
+def _claim_properties(
+    item: pytest.Item, report: pytest.TestReport, record: CandidateRecord, gate: str
+) -> None:
+    """The claims this test made become its JUnit properties (value, artifact, sha256)."""
+    before = item.stash.get(claims_before_key, frozenset())
+    for claim in record.gates[gate].claims:
+        if (claim.name, repr(claim.value), claim.sha256) in before:
+            continue
+        where = f"{record.candidate.name}/{claim.artifact}"
+        for prop in (
+            (f"claim.{claim.name}", str(claim.value)),
+            (f"claim.{claim.name}.artifact", where),
+            (f"claim.{claim.name}.sha256", claim.sha256),
+        ):
+            item.user_properties.append(prop)
+            report.user_properties.append(prop)
+
+
+def _html_links(
+    item: pytest.Item, report: pytest.TestReport, record: CandidateRecord, gate: str
+) -> None:
+    """pytest-html only: links to the gate's artifacts, relative to its report."""
+    html_path = item.config.getoption("htmlpath", None)
+    if not html_path or not item.config.pluginmanager.hasplugin("html"):
+        return
+    import pytest_html  # imported only when its report is being written
+
+    base = Path(html_path).resolve().parent
+    root = record.evidence.root
+    files = gate_artifacts(root, gate, [c.artifact for c in record.gates[gate].claims])
+    if report.failed and (root / "server.log").is_file():
+        files.append(root / "server.log")
+    extras = list(getattr(report, "extras", []))
+    extras += [
+        pytest_html.extras.url(os.path.relpath(p, base), name=p.relative_to(root).as_posix())
+        for p in files
+    ]
+    report.extras = extras  # type: ignore[attr-defined]  # pytest-html's documented field
+
+
+# ---------------------------------------------------------------- terminal
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    state = terminalreporter.config.stash.get(run_key, None)
+    if state is None or not state.records:
+        return
+    terminalreporter.section("qualification")
+    report = _shown(state.run_dir / REPORT)
+    for name, record in state.records.items():
+        verdict = str(record.verdict())
+        terminalreporter.line(f"{verdict:<10} {name}  {_why(record)}  report: {report}#{name}")
+    terminalreporter.line(
+        f"evidence: {_shown(state.run_dir)}  "
+        f"(check it: python -m tp2qual verify {_shown(state.run_dir)})"
+    )
+
+
+def _why(record: CandidateRecord) -> str:
+    if failure := record.first_failure():
+        return f"failed {failure[0]}: {failure[1].reason[:100]}"
+    if error := record.first(ERROR):
+        where = record.evidence.root / error[1].error_artifact
+        return f"suite error in {error[0]}, not the candidate's fault (traceback: {_shown(where)})"
+    return "no failed gate"
+
+
+def _shown(path: Path) -> str:
+    try:
+        return os.path.relpath(path)
+    except ValueError:
+        return str(path)

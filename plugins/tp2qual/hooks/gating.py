@@ -1,0 +1,212 @@
+"""Gating plugin: gates run in order and fail closed.
+
+Decide, then act: ``verdict_for`` looks at the candidate's record and returns why a gate must
+not run (not applicable, blocked by an earlier gate, optional lane without its baseline) or
+None; the setup hook acts on it with a skip — never xfail, which would read as expected. The
+report wrapper writes each test's outcome into the record, so the next gate can see it.
+
+Whose fault: ``blames_candidate`` decides. A gate's assertion, ``pytest.fail`` and the suite's own
+``QualError`` tree (server exits, dies or does not answer in time; pins) speak about the
+candidate and FAIL the gate. Anything else — a bug, a warning turned error — is a *suite error*:
+the gate is ERROR with its traceback kept as an artifact, and the candidate is never blamed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Generator
+from pathlib import Path
+
+import pytest
+
+from tp2qual.candidate import GATES, Candidate
+from tp2qual.evidence.finding import (
+    BLOCKED,
+    ERROR,
+    FAILED,
+    NOT_APPLICABLE,
+    PASSED,
+    STOPPING,
+    CandidateRecord,
+)
+from tp2qual.evidence.run import RunState
+from tp2qual.exceptions import QualError, ServerError
+from tp2qual.hooks.candidates import run_key
+
+
+def gate_of(item: pytest.Item) -> str | None:
+    for mark in item.iter_markers():
+        if mark.name in GATES:
+            return mark.name
+    return None
+
+
+def candidate_of(item: pytest.Item) -> Candidate | None:
+    callspec = getattr(item, "callspec", None)
+    found = callspec.params.get("candidate") if callspec else None
+    return found if isinstance(found, Candidate) else None  # not pytest's NOTSET placeholder
+
+
+def verdict_for(state: RunState, record: CandidateRecord, gate: str) -> str | None:
+    """Why this gate must be skipped for this candidate, or None to run it."""
+    reason = record.candidate.not_applicable(gate)
+    if reason:
+        return f"not applicable: {reason}"
+    if record.server_down:
+        return f"blocked by {record.server_down}"
+    for earlier in GATES[: GATES.index(gate)]:
+        if record.gates[earlier].outcome in STOPPING:
+            if first := record.first(FAILED, ERROR):
+                suite = " (suite error)" if first[1].outcome == ERROR else ""
+                return f"blocked by {first[0]}{suite}"
+            return f"blocked by {earlier}"
+    after = record.candidate.spec.get("lane", {}).get("after")
+    if after and not baseline_passed(state, after):
+        return (
+            f"optional lane: baseline {after!r} has no PASS in this run or in {state.results_root}"
+        )
+    return None
+
+
+def baseline_passed(state: RunState, name: str) -> bool:
+    record = state.records.get(name)
+    if record is not None and record.verdict() == "PASS":
+        return True
+    for finding in sorted(state.results_root.glob(f"*/{name}/finding.json")):
+        try:
+            if json.loads(finding.read_text()).get("verdict") == "PASS":
+                return True
+        except (OSError, ValueError):
+            continue
+    return False
+
+
+def _context(item: pytest.Item) -> tuple[RunState, CandidateRecord, str] | None:
+    candidate, gate = candidate_of(item), gate_of(item)
+    if candidate is None or gate is None:
+        return None
+    state = item.config.stash[run_key]
+    return state, state.record(candidate), gate
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Each candidate's gates together, in gate order, candidates in lane order.
+
+    pytest's own fixture reordering groups by the session parameter but can interleave modules
+    once a gate is parametrized itself; an explicit stable sort makes the order a contract.
+    """
+    position = {id(item): i for i, item in enumerate(items)}
+    order: dict[str, int] = {}
+
+    def key(item: pytest.Item) -> tuple[int, int, int]:
+        candidate, gate = candidate_of(item), gate_of(item)
+        if candidate is None or gate is None:
+            return (-1, -1, position[id(item)])
+        rank = order.setdefault(candidate.name, len(order))
+        return (rank, GATES.index(gate), position[id(item)])
+
+    for item in items:  # candidates ranked by first appearance (= lane order)
+        if (candidate := candidate_of(item)) is not None:
+            order.setdefault(candidate.name, len(order))
+    items.sort(key=key)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Runs before any fixture is set up, so a blocked gate never starts a server."""
+    if item.get_closest_marker("skip"):
+        return  # cannot run here at all: pytest's own skip says why
+    context = _context(item)
+    if context is None:
+        return
+    state, record, gate = context
+    why = verdict_for(state, record, gate)
+    if why is None:
+        return
+    result = record.gates[gate]
+    if result.outcome not in (FAILED, ERROR):  # a gate that already failed stays failed
+        result.outcome = NOT_APPLICABLE if why.startswith("not applicable") else BLOCKED
+        result.reason = why
+        record.save()
+    pytest.skip(why)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    context = None if report.skipped else _context(item)  # no record for a skipped candidate
+    if context is not None:
+        _note(item, report, call, context[1], context[2])
+        if report.failed and call.excinfo is not None and call.excinfo.errisinstance(ServerError):
+            _, record, gate = context
+            kind = "start-up failed" if report.when == "setup" else "server died"
+            record.server_down = f"{gate} ({kind})"
+            record.save()
+    return report
+
+
+def blames_candidate(excinfo: pytest.ExceptionInfo[BaseException] | None) -> bool:
+    """Whether a failure is a statement about the candidate (see the module docstring)."""
+    if excinfo is None:
+        return False
+    return excinfo.errisinstance((AssertionError, pytest.fail.Exception, QualError))
+
+
+def _note(
+    item: pytest.Item,
+    report: pytest.TestReport,
+    call: pytest.CallInfo[None],
+    record: CandidateRecord,
+    gate: str,
+) -> None:
+    result = record.gates[gate]
+    test = item.originalname if isinstance(item, pytest.Function) else item.name
+    if report.failed and blames_candidate(call.excinfo):
+        result.tests[test] = "failed"
+        if result.outcome != FAILED:
+            result.outcome = FAILED
+            result.reason = _one_line_cause(report)
+            result.excerpt = _excerpt(record)
+    elif report.failed:
+        result.tests[test] = "error"
+        if result.outcome not in (FAILED, ERROR):  # a proven failure, or the first error, stays
+            result.outcome = ERROR
+            result.reason = "suite error (not the candidate's fault): " + _one_line_cause(report)
+            result.error_artifact = record.evidence.write_text(
+                f"suite_errors/{gate}-{_safe(test)}-{report.when}.txt", report.longreprtext
+            )
+    elif report.when == "call":
+        result.tests[test] = "passed"
+        if result.outcome not in (FAILED, ERROR):
+            result.outcome = PASSED
+    result.seconds += report.duration  # every phase of every test of the gate
+    record.save()
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:120]
+
+
+def _one_line_cause(report: pytest.TestReport) -> str:
+    crash = getattr(report.longrepr, "reprcrash", None)
+    text = crash.message if crash is not None else str(report.longrepr)
+    phase = "" if report.when == "call" else f"{report.when}: "
+    return phase + text.strip().splitlines()[0][:500] if text.strip() else phase + "failed"
+
+
+_TELLING = re.compile(r"error|exception|traceback|fatal|warn|fail|killed|abort|refused", re.I)
+
+
+def _excerpt(record: CandidateRecord, scan: int = 400, keep: int = 15, tail: int = 5) -> list[str]:
+    """The log lines that explain a failure: the last error-looking lines, then the very end
+    (engines end their logs with timing noise, so a bare tail rarely says why)."""
+    log = Path(record.evidence.root / "server.log")
+    if not log.is_file():
+        return []
+    lines = log.read_text(errors="replace").splitlines()[-scan:]
+    telling = [line for line in lines[:-tail] if _TELLING.search(line)][-keep:]
+    return [*telling, *(["..."] if telling else []), *lines[-tail:]]

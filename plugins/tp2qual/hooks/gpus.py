@@ -1,0 +1,40 @@
+"""GPUs plugin: what the machine's GPUs are, read once per candidate, and ``--allow-busy``.
+
+The ``gpu_snapshot`` fixture (NVML topology: names, UUIDs, memory, PCIe, NVLink, P2P status,
+processes; WSL2) is written to ``topology.json`` the first time a candidate needs it — by gate 00,
+which judges it, or by the server, which hands a container exactly those GPUs — so neither
+depends on the other having run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tp2qual import gpu
+from tp2qual.candidate import Candidate
+from tp2qual.evidence.finding import CandidateRecord
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("tp2qual")
+    group.addoption(
+        "--allow-busy",
+        action="store_true",
+        help="let preflight pass when the target GPUs are in use (recorded)",
+    )
+
+
+@pytest.fixture(scope="session")
+def gpu_snapshot(candidate: Candidate, record: CandidateRecord) -> dict[str, Any]:
+    snapshot = gpu.snapshot()
+    record.identity["topology"] = snapshot
+    record.evidence.write_json("topology.json", snapshot)
+    record.save()
+    return snapshot
+
+
+@pytest.fixture(scope="session")
+def allow_busy(request: pytest.FixtureRequest) -> bool:
+    return bool(request.config.getoption("allow_busy"))

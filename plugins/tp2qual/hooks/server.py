@@ -1,0 +1,160 @@
+"""Server plugin: one server per candidate, started once, always torn down; ``--plan``.
+
+The ``server`` fixture is session-scoped and keyed by the candidate parameter, so pytest starts
+it at the candidate's first gate that needs it and stops it before the next candidate's server
+starts. Its whole life is a ``ManagedServer`` (serving/managed.py). What it needs is a fixture of
+its own, never a gate's side effect: the model pin (``model_pin``, also claimed by gate 00) and
+the GPUs (``gpu_snapshot``, from the gpus plugin). A start-up failure is raised once with its
+cause and log tail; later gates are then blocked by the gating plugin, not re-raised N times.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import nullcontext
+from pathlib import Path
+from tempfile import gettempdir
+from typing import Any
+
+import pytest
+
+from tp2qual.candidate import Candidate
+from tp2qual.evidence.claims import make_claim
+from tp2qual.evidence.finding import CandidateRecord
+from tp2qual.hooks.candidates import run_key
+from tp2qual.hooks.gating import candidate_of, gate_of
+from tp2qual.redact import Redactor
+from tp2qual.serving.identity import host_identity, model_identity
+from tp2qual.serving.managed import ManagedServer, build_launcher
+from tp2qual.serving.server import Api, Server
+
+PROGRESS_EVERY_S = 2.0
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("tp2qual")
+    group.addoption(
+        "--plan",
+        action="store_true",
+        help="print each selected candidate's exact launch and start nothing",
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> bool | None:
+    """``--plan``: print each selected candidate's launch, start nothing."""
+    if not session.config.getoption("plan"):
+        return None
+    state = session.config.stash[run_key]
+    chosen = {c.name for item in session.items if (c := candidate_of(item)) is not None}
+    writer = session.config.get_terminal_writer()
+    for candidate in state.candidates:
+        if candidate.name in chosen:
+            writer.line(f"# {candidate.name}  ({candidate.launcher_kind}, TP{candidate.tp})")
+            writer.line(plan_for(candidate, state.run_id))
+            writer.line()
+    return True
+
+
+def plan_for(candidate: Candidate, run_id: str) -> str:
+    log = Path(gettempdir()) / "tp2qual-plan.log"  # never written: nothing starts
+    return build_launcher(candidate, log, Redactor(candidate.env()), run_id=run_id).plan()
+
+
+@pytest.fixture(scope="session")
+def record(candidate: Candidate, request: pytest.FixtureRequest) -> CandidateRecord:
+    """The candidate's evidence record (folder created on first use)."""
+    state = request.config.stash[run_key]
+    rec = state.record(candidate)
+    if not rec.identity:
+        rec.identity["host"] = host_identity()
+        rec.evidence.write_json("identity/host.json", rec.identity["host"])
+        rec.save()
+    return rec
+
+
+@pytest.fixture(scope="session")
+def model_pin(candidate: Candidate, record: CandidateRecord) -> dict[str, Any]:
+    """The model the candidate pins, proven to be the pinned bytes or revision, once per
+    candidate (raises PinMismatch naming file, revision and pin)."""
+    facts = model_identity(candidate)
+    record.identity["model"] = facts
+    record.evidence.write_json("identity/model.json", facts)
+    record.save()
+    return facts
+
+
+@pytest.fixture(scope="session")
+def server(
+    candidate: Candidate,
+    record: CandidateRecord,
+    model_pin: dict[str, Any],
+    gpu_snapshot: dict[str, Any],
+    pull_images: bool,
+    request: pytest.FixtureRequest,
+) -> Iterator[Server]:
+    # Outside WSL2 a container gets exactly the GPUs preflight checked, by UUID.
+    gpus = gpu_snapshot.get("gpus") or []
+    uuids = [g["uuid"] for g in gpus if g.get("uuid")][: candidate.gpus.get("count", 0)]
+    launcher = build_launcher(
+        candidate,
+        record.evidence.path("server.log"),
+        record.evidence.redactor,
+        run_id=record.run_id,
+        pull=pull_images,
+        device_ids=uuids,
+    )
+    managed = ManagedServer(
+        candidate,
+        record.evidence,
+        launcher,
+        model=model_pin,
+        progress=_progress_printer(request.config, candidate),
+    )
+    try:
+        with managed as ready:
+            record.identity.update(managed.identity)
+            record.save()
+            yield ready
+    finally:
+        record.identity.update(managed.identity)
+        record.save()
+
+
+def _progress_printer(config: pytest.Config, candidate: Candidate) -> Callable[[float, str], None]:
+    """Show elapsed seconds and the last log line while waiting, even under output capture."""
+    last = [0.0]
+    capture = config.pluginmanager.getplugin("capturemanager")
+    writer = config.get_terminal_writer()
+
+    def show(elapsed: float, line: str) -> None:
+        if elapsed - last[0] < PROGRESS_EVERY_S:
+            return
+        last[0] = elapsed
+        with capture.global_and_fixture_disabled() if capture else nullcontext():
+            writer.line(f"  [{candidate.name}] starting {elapsed:5.1f}s | {line[:110]}")
+
+    return show
+
+
+@pytest.fixture
+def api(server: Server, request: pytest.FixtureRequest) -> Api:
+    """Recorded HTTP calls into this gate's artifact ``<gate>.jsonl``."""
+    gate = gate_of(request.node)
+    return server.api(f"{gate or request.node.name}.jsonl", gate)
+
+
+@pytest.fixture
+def claim(record: CandidateRecord, request: pytest.FixtureRequest) -> Callable[..., Any]:
+    """Record a claim whose value is *derived from its artifact on disk* (see claims.py)."""
+    gate = gate_of(request.node)
+
+    def make(name: str, artifact: str, **spec: Any) -> Any:
+        made = make_claim(record.evidence.root, name, artifact, spec)
+        if gate is not None:
+            result = record.gates[gate]
+            result.claims = [c for c in result.claims if c.name != name] + [made]
+            record.save()
+        return made.value
+
+    return make

@@ -1,0 +1,75 @@
+"""What a throughput result is measured against: the candidate's dated TP1 baseline, and the
+single-stream decode roofline of its GPUs. Pure: takes dicts, returns JSON-ready dicts.
+
+A baseline counts as *corroborated* only when it points at a raw local artifact (a finding.json
+under results/, or a run folder holding one) that carries the figure; numbers copied from prose
+are shown, with their date and source, as uncorroborated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict
+from typing import Any
+
+from tp2qual.checks.stats import ratio
+from tp2qual.checks.topology import memory_bandwidth_gbs
+from tp2qual.perf.roofline import decode_bound, fraction
+
+
+def baseline_figures_from_finding(finding: Mapping[str, Any]) -> dict[str, float]:
+    """Claims of a recorded finding's throughput gate, by name."""
+    claims = finding.get("gates", {}).get("throughput", {}).get("claims", [])
+    return {c["name"]: c["value"] for c in claims if isinstance(c.get("value"), int | float)}
+
+
+def compare_baseline(
+    summary: Mapping[str, Mapping[str, float]],
+    baseline: Mapping[str, Any] | None,
+    recorded: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """TP(this)/TP(baseline) ratios per figure; ``recorded`` is the baseline's finding if local."""
+    if not baseline:
+        return {"baseline": None}
+    corroborated = recorded is not None and recorded.get("verdict") == "PASS"
+    figures = baseline_figures_from_finding(recorded) if recorded and corroborated else {}
+    figures = figures or dict(baseline.get("figures", {}))
+    rows = []
+    for key, then in sorted(figures.items()):
+        name, _, stat = key.rpartition("_")
+        now = summary.get(name, {}).get(stat)
+        rows.append({"figure": key, "now": now, "baseline": then, "ratio": ratio(now, then)})
+    return {
+        "baseline": {k: baseline.get(k) for k in ("date", "source", "tp", "finding", "note")},
+        "corroborated": corroborated,
+        "rows": rows,
+    }
+
+
+def roofline_for(
+    model: Mapping[str, Any],
+    gpus_wanted: Mapping[str, Any],
+    topology: Mapping[str, Any] | None,
+    tp: int,
+    measured_decode_tok_s: float | None,
+) -> dict[str, Any]:
+    """Bound and measured fraction, or why it cannot be computed."""
+    params, bits = model.get("active_params_b"), model.get("bits_per_weight")
+    gpus = (topology or {}).get("gpus") or []
+    bandwidth = memory_bandwidth_gbs(gpus[0]) if gpus else None
+    source = "nvml" if bandwidth else "candidate"
+    bandwidth = bandwidth or gpus_wanted.get("bandwidth_gbs")
+    if not (params and bits and bandwidth):
+        return {
+            "computed": False,
+            "why": "needs model.active_params_b, model.bits_per_weight and a GPU bandwidth",
+        }
+    bound = decode_bound(params, bits, bandwidth, tp)
+    measured = measured_decode_tok_s
+    return {
+        "computed": True,
+        "bandwidth_from": source,
+        **asdict(bound),
+        "measured_decode_tok_s": measured,
+        "fraction": fraction(measured, bound) if measured else None,
+    }

@@ -1,0 +1,48 @@
+"""One throughput sample from one streamed completion — the definitions, in one place.
+
+TTFT  = arrival of the first chunk carrying output (content or reasoning) - send
+E2E   = arrival of the last chunk - send
+TPOT  = (E2E - TTFT) / (output tokens - 1)       (AIPerf calls this "inter-token latency")
+decode_tok_s = (output tokens - 1) / (E2E - TTFT) = 1 / TPOT
+ITL   = gaps between successive output-carrying chunks (chunk-level, not token-level)
+Output tokens come from ``usage`` when the stream carries it, else from the server's tokenizer;
+reasoning tokens count as output (AIPerf: OSL = output + reasoning).
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from tp2qual.checks.stats import percentile
+
+
+def _carries_output(chunk: dict[str, Any]) -> bool:
+    delta = (chunk.get("choices") or [{}])[0].get("delta") or {}
+    return bool(delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning"))
+
+
+def sample(
+    chunks: list[dict[str, Any]], times: list[float], output_tokens: int, method: str
+) -> dict[str, Any]:
+    """Figures for one request; ``times`` are arrival offsets (s) after send."""
+    arrivals = [t for c, t in zip(chunks, times, strict=True) if _carries_output(c)]
+    if not arrivals:
+        return {"ok": False, "reason": "no output chunks", "output_tokens": output_tokens}
+    ttft, last = arrivals[0], arrivals[-1]
+    gaps = [b - a for a, b in itertools.pairwise(arrivals)]
+    decode_s = last - ttft
+    tpot = decode_s / (output_tokens - 1) if output_tokens > 1 and decode_s > 0 else None
+    return {
+        "ok": tpot is not None,
+        "ttft_s": ttft,
+        "e2e_s": last,
+        "output_tokens": output_tokens,
+        "token_count_method": method,
+        "output_chunks": len(arrivals),
+        "tpot_s": tpot,
+        "decode_tok_s": 1 / tpot if tpot else None,
+        "itl_p50_s": percentile(gaps, 50) if gaps else None,
+        "itl_p90_s": percentile(gaps, 90) if gaps else None,
+        "itl_p99_s": percentile(gaps, 99) if gaps else None,
+    }

@@ -1,0 +1,154 @@
+"""Identity facts: which model bytes and which engine build a finding is about.
+
+``model_identity`` checks the pins *before* anything starts (a wrong file or revision is one
+clear error); ``engine_identity`` asks the running server what it is.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tp2qual.candidate import Candidate
+from tp2qual.evidence.layout import sha256_unchanged
+from tp2qual.exceptions import PinMismatch
+from tp2qual.gpu import host_info
+
+
+def model_identity(candidate: Candidate) -> dict[str, Any]:
+    """Resolve the model the candidate pins and prove it is the pinned one."""
+    model = candidate.model
+    pinned = model["revision"]
+    facts: dict[str, Any] = {
+        "repo": model["repo"],
+        "requested_revision": pinned,
+        "served_name": candidate.served_name,
+        "quantization": model.get("quantization"),
+    }
+    path = candidate.model_file()
+    if path is not None:
+        if not path.is_file():
+            raise PinMismatch(f"model.file: {path} does not exist", candidate=candidate.name)
+        digest = sha256_unchanged(path)
+        kind = pinned.partition(":")[0] if ":" in pinned else "sha256"  # gguf-sha256 or sha256
+        facts.update(
+            file=str(path),
+            file_sha256=digest,
+            file_bytes=path.stat().st_size,
+            resolved_revision=f"{kind}:{digest}",
+        )
+        if ":" in pinned and pinned != facts["resolved_revision"]:
+            raise PinMismatch(
+                f"model.revision pins {pinned} but {path} has sha256 {digest}",
+                candidate=candidate.name,
+            )
+        return facts
+    return facts | hf_snapshot(candidate)
+
+
+def hf_snapshot(candidate: Candidate) -> dict[str, Any]:
+    """The Hugging Face cache snapshot the engine will load, when the cache is local."""
+    cache = candidate.model.get("hf_cache") or os.environ.get("HF_HUB_CACHE", "")
+    if not cache:
+        raise PinMismatch(
+            "model.hf_cache: no local Hugging Face cache named (nor HF_HUB_CACHE set), so the "
+            "pinned revision cannot be resolved before the start",
+            candidate=candidate.name,
+        )
+    repo_dir = Path(cache).expanduser() / ("models--" + candidate.model["repo"].replace("/", "--"))
+    snapshot = repo_dir / "snapshots" / candidate.model["revision"]
+    if not snapshot.is_dir():
+        raise PinMismatch(
+            f"model.revision {candidate.model['revision']} is not in the cache at {repo_dir}",
+            candidate=candidate.name,
+        )
+    index = next(iter(sorted(snapshot.glob("*.safetensors.index.json"))), None)
+    weights = sorted(snapshot.glob("*.safetensors"))
+    return {
+        "resolved_revision": snapshot.name,
+        "snapshot": str(snapshot),
+        "index_sha256": sha256_unchanged(index.resolve()) if index else None,
+        "weight_files": len(weights),
+        "weight_bytes": sum(w.resolve().stat().st_size for w in weights),
+    }
+
+
+def engine_identity(
+    candidate: Candidate, base_url: str, launch: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Ask the engine what it is; for llama.cpp (no version endpoint) use the installed package,
+    or the version label our local image carries."""
+    facts: dict[str, Any] = {
+        "kind": candidate.engine,
+        "chat_format": candidate.spec["engine"].get("chat_format"),
+    }
+    # SGLang renamed /get_server_info to /server_info (the old path is a deprecated alias).
+    probes = {"vllm": ("/version",), "sglang": ("/server_info", "/get_server_info")}
+    paths = probes.get(candidate.engine, ())
+    for path in paths:
+        try:
+            response = httpx.get(base_url + path, timeout=5, trust_env=False)
+            if response.status_code == 404:
+                continue
+            body = response.json()
+            facts.update(version=body.get("version"), server_info=body, version_source=path)
+            facts.pop("version_error", None)
+            break
+        except (httpx.HTTPError, ValueError, AttributeError) as exc:
+            facts["version_error"] = repr(exc)
+    if paths:
+        return facts
+    if candidate.launcher_kind == "process":
+        facts["version"] = _package_version("llama-cpp-python")
+    else:
+        labels = (launch or {}).get("image_labels") or {}
+        facts["version"] = labels.get("tp2qual.engine.version")
+    return facts
+
+
+def _package_version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def host_identity() -> dict[str, Any]:
+    """Host facts (the same reader the topology snapshot uses) plus Python and packages."""
+    packages = [
+        "pytest",
+        "openai",
+        "httpx",
+        "jsonschema",
+        "docker",
+        "nvidia-ml-py",
+        "llama-cpp-python",
+        "tp2qual",
+    ]
+    return host_info() | {
+        "python": sys.version.split()[0],
+        "packages": {p: _package_version(p) for p in packages},
+    }
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(obj, indent=2, sort_keys=True, default=str)
+
+
+def load_finding(ref: str | None, base: Path) -> dict[str, Any] | None:
+    """A recorded finding named by path (a finding.json, or a folder holding one), or None."""
+    if not ref:
+        return None
+    path = Path(ref).expanduser()
+    path = path if path.is_absolute() else (base / path)
+    path = path / "finding.json" if path.is_dir() else path
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None

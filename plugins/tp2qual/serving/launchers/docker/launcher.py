@@ -1,0 +1,337 @@
+"""Docker launcher: the same protocol as ``ProcessLauncher``, for a server in a container.
+
+Constructors store settings; ``start()`` checks the image pin (nothing is created on a
+mismatch, nothing is pulled unless ``pull=True``), creates the container, proves it got the
+verified image, starts it and streams its logs into the sink. ``poll()`` reloads the container on
+every call. ``stop()`` keeps the evidence (log streamed, ``container-inspect.json``) before the
+container is removed (testcontainers' ``stop()`` loses both) and is safe to call twice.
+
+One function (``run_kwargs``) builds the SDK arguments; ``start()`` passes them to
+``containers.create`` and ``plan()`` renders them as ``docker run``: the two cannot drift.
+Everything we create carries the labels below; ``sweep`` removes leftovers by label.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from tp2qual.candidate import Candidate
+from tp2qual.exceptions import CandidateError, PinMismatch, StartupExited
+from tp2qual.redact import Redactor
+from tp2qual.serving.launchers.base import (
+    Exited,
+    LauncherBase,
+    StopReport,
+    wait_port_free,
+)
+from tp2qual.serving.launchers.docker.engine import open_client
+from tp2qual.serving.launchers.docker.pins import Pin, image_matches, resolve_pin
+from tp2qual.serving.launchers.docker.run_args import (
+    INSPECT_FILE,
+    SESSION,
+    gpu_request,
+    is_wsl2,
+    render_docker_run,
+    run_kwargs,
+    sdk_kwargs,
+)
+from tp2qual.serving.launchers.docker.sweep import exited_from_state, redact_inspect
+
+log = logging.getLogger(__name__)
+
+
+# ---------------------------------------------------------------------------------------------
+# The launcher
+
+
+class DockerLauncher(LauncherBase):
+    """A server in a detached container on the host network (see the module docstring)."""
+
+    kind = "docker"
+
+    def __init__(
+        self,
+        candidate: Candidate,
+        log_path: Path,
+        redactor: Redactor,
+        *,
+        run_id: str,
+        port: int = 0,
+        client: Any = None,
+        pull: bool = False,
+        device_ids: Sequence[str] = (),
+        session: str = SESSION,
+        wsl2: bool | None = None,
+    ):
+        super().__init__(candidate, log_path, redactor, port)
+        self.run_id = run_id
+        self.pull = pull
+        self.device_ids = tuple(device_ids)
+        self.session = session
+        self._wsl2 = wsl2
+        self._client = client
+        self._own_client = client is None
+        self._container: Any = None
+        self._image: dict[str, Any] = {}
+        self._pin: Pin | None = None
+        self._log_stream: Any = None
+        self._final: Exited | None = None
+
+    @property
+    def inspect_path(self) -> Path:
+        return self.log.path.with_name(INSPECT_FILE)
+
+    @property
+    def wsl2(self) -> bool:
+        if self._wsl2 is None:
+            self._wsl2 = is_wsl2()
+        return self._wsl2
+
+    def run_kwargs(self) -> dict[str, Any]:
+        return run_kwargs(
+            self.candidate,
+            port=self.port,
+            run_id=self.run_id,
+            session=self.session,
+            wsl2=self.wsl2,
+            device_ids=self.device_ids,
+        )
+
+    def plan(self) -> str:
+        return render_docker_run(self.run_kwargs(), self._redactor)
+
+    # -- start --------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        from docker.errors import APIError
+
+        kwargs = self.run_kwargs()  # a bad mount or placeholder fails here, before Docker
+        client = self._docker()
+        self._image = self._verified_image(client)
+        self.refuse_busy_port()
+        self._container = client.containers.create(**sdk_kwargs(kwargs))
+        if self._container.attrs.get("Image") != self._image["Id"]:  # the tag moved meanwhile
+            found = self._container.attrs.get("Image")
+            self._container.remove(force=True)
+            self._container = None
+            raise PinMismatch(
+                f"image {kwargs['image']} changed during start: created from "
+                f"{found}, verified {self._image['Id']}",
+                candidate=self.candidate.name,
+            )
+        try:
+            self._container.start()
+        except APIError as exc:  # e.g. the command does not exist in the image
+            raise StartupExited(
+                f"container {kwargs['name']} did not start: {exc.explanation}",
+                candidate=self.candidate.name,
+                log_path=self.log.path,
+            ) from None
+        self.log.pump(self._log_chunks())
+
+    def verify_image(self) -> dict[str, Any]:
+        """The pin check alone, for the preflight gate: image facts, or PinMismatch."""
+        self._image = self._verified_image(self._docker())
+        return {
+            "image_id": self._image["Id"],
+            "repo_digests": self._image.get("RepoDigests"),
+            "pin": self._pin.as_dict() if self._pin else None,
+        }
+
+    def _docker(self) -> Any:
+        if self._client is None:
+            self._client = open_client()
+        return self._client
+
+    def _verified_image(self, client: Any) -> dict[str, Any]:
+        """The local image, proven to be the pinned one; PinMismatch names what was found."""
+        from docker.errors import ImageNotFound
+
+        name = self.candidate.launch["docker"]["image"]
+        self._pin = pin = resolve_pin(self.candidate)
+        if pin.value is None:
+            raise PinMismatch(
+                f"image {name}: pin {pin.raw} is unresolved ({pin.source})",
+                candidate=self.candidate.name,
+            )
+        if self.pull:
+            client.images.pull(name)
+        try:
+            attrs = client.images.get(name).attrs
+        except ImageNotFound:
+            raise PinMismatch(
+                f"image {name} is not present locally (pinned {pin.value}); nothing is pulled "
+                "unless asked (--pull); " + self.candidate.launch["docker"].get("how_to_pin", ""),
+                candidate=self.candidate.name,
+            ) from None
+        if not image_matches(attrs, pin.value):
+            raise PinMismatch(
+                f"image {name} is pinned to {pin.value} (from {pin.source}) but the local image "
+                f"is {attrs['Id']} with RepoDigests {attrs.get('RepoDigests') or []}",
+                candidate=self.candidate.name,
+            )
+        self._check_model_label(attrs)
+        return attrs
+
+    def _check_model_label(self, attrs: Mapping[str, Any]) -> None:
+        """An image that says which GGUF it carries must carry the pinned one."""
+        baked = ((attrs.get("Config") or {}).get("Labels") or {}).get("tp2qual.model.sha256")
+        revision = self.candidate.model["revision"]
+        if baked and revision.startswith("gguf-sha256:") and revision != f"gguf-sha256:{baked}":
+            raise PinMismatch(
+                f"model.revision pins {revision} but image "
+                f"{attrs['Id']} carries a GGUF with sha256 {baked}",
+                candidate=self.candidate.name,
+            )
+
+    def _log_chunks(self) -> Iterator[bytes]:
+        """Runs in the sink's thread; ends when the container stops or the stream is closed."""
+        self._log_stream = self._container.logs(stream=True, follow=True)
+        try:
+            yield from self._log_stream
+        except Exception as exc:  # daemon gone or stream closed at stop: keep what we have
+            yield f"[tp2qual] log stream ended: {type(exc).__name__}: {exc}\n".encode()
+
+    # -- poll -----------------------------------------------------------------------------------
+
+    def poll(self) -> Exited | None:
+        """Reload the container's state on every call; None while it runs."""
+        if self._final is not None or self._container is None:
+            return self._final
+        from docker.errors import NotFound
+
+        try:
+            self._container.reload()
+        except NotFound:
+            return Exited(None, detail="container removed behind our back")
+        return exited_from_state(self._container.attrs.get("State") or {})
+
+    # -- stop -----------------------------------------------------------------------------------
+
+    def stop(self, timeout_s: float | None = None) -> StopReport:
+        if self._stopped is not None:
+            return self._stopped
+        if self._container is None:
+            self._close_client()
+            self._stopped = StopReport()
+            return self._stopped
+        timeout = int(timeout_s or self.stop_timeout_s)
+        began = time.monotonic()
+        extra: dict[str, Any] = {"container": self._container.id[:12]}
+        try:
+            how = self._stop_container(timeout, extra)
+        except Exception as exc:  # the daemon misbehaved: removal below still kills it
+            how = f"stop failed ({type(exc).__name__}: {exc}); force-removed"
+        finally:
+            self._remove(extra)
+            self._close_client()
+        self._stopped = StopReport(
+            how=how,
+            seconds=round(time.monotonic() - began, 3),
+            port_free=wait_port_free(self.port),
+            extra=extra,
+        )
+        return self._stopped
+
+    def _stop_container(self, timeout: int, extra: dict[str, Any]) -> str:
+        from docker.errors import NotFound
+
+        try:
+            self._container.reload()
+            running = self._container.status in ("running", "created", "restarting", "paused")
+            if running:
+                self._container.stop(timeout=timeout)
+                self._container.reload()
+        except NotFound:
+            self._final = Exited(None, detail="container removed behind our back")
+            extra["exit_code"] = None
+            return "already removed"
+        state = self._container.attrs.get("State") or {}
+        self._final = exited_from_state(state) or Exited(None, detail="still running")
+        extra.update(exit_code=state.get("ExitCode"), oom_killed=state.get("OOMKilled"))
+        self.log.join(timeout=5.0)
+        self._save_inspect()
+        if not running:
+            return "already exited"
+        killed = state.get("ExitCode") == 137 and not state.get("OOMKilled")
+        return f"SIGKILL after {timeout}s SIGTERM timeout" if killed else "docker stop (SIGTERM)"
+
+    def _save_inspect(self) -> None:
+        path = self.inspect_path
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(
+            self._redactor.text(
+                json.dumps(redact_inspect(self._container.attrs), indent=2, sort_keys=True)
+            )
+            + "\n",
+            encoding="utf-8",
+        )
+        os.replace(tmp, path)
+
+    def _remove(self, extra: dict[str, Any]) -> None:
+        from docker.errors import APIError, NotFound
+
+        if self._log_stream is not None:
+            self._log_stream.close()
+        try:
+            self._container.remove(force=True, v=True)
+            extra["removed"] = True
+        except NotFound:
+            extra["removed"] = True
+        except APIError as exc:
+            extra["removed"] = False
+            extra["remove_error"] = str(exc)
+        self.log.join(timeout=2.0)
+
+    def _close_client(self) -> None:
+        if self._own_client and self._client is not None:
+            self._client.close()
+            self._client = None
+
+    # -- identity -------------------------------------------------------------------------------
+
+    @property
+    def container_id(self) -> str:
+        """The container's id; empty before the start."""
+        return self._container.id if self._container is not None else ""
+
+    def identity(self) -> dict[str, Any]:
+        kwargs = self.run_kwargs()
+        _, gpu_mode = gpu_request(
+            self.candidate.gpus.get("count", 0), wsl2=self.wsl2, device_ids=self.device_ids
+        )
+        pin = self._pin.as_dict() if self._pin else _pin_or_error(self.candidate)
+        config = self._image.get("Config") or {}
+        return {
+            "launcher": self.kind,
+            "image": kwargs["image"],
+            "image_id": self._image.get("Id"),
+            "repo_digests": self._image.get("RepoDigests"),
+            "image_labels": config.get("Labels") or {},
+            "image_created": self._image.get("Created"),
+            "pin": pin,
+            "container_id": self._container.id if self._container is not None else None,
+            "container_name": kwargs["name"],
+            "labels": kwargs["labels"],
+            "run_kwargs": kwargs | {"environment": self._redactor.mapping(kwargs["environment"])},
+            "argv": self._redactor.argv(kwargs["command"]),
+            "env": self._redactor.mapping(kwargs["environment"]),
+            "gpu_request": gpu_mode,
+            "shm_size": self.candidate.launch["docker"].get("shm_size"),
+            "wsl2": self.wsl2,
+            "pull": self.pull,
+            "base_url": self.base_url,
+        }
+
+
+def _pin_or_error(candidate: Candidate) -> dict[str, Any]:
+    try:
+        return resolve_pin(candidate).as_dict()
+    except CandidateError as exc:
+        return {"raw": candidate.launch["docker"]["pin"], "value": None, "source": str(exc)}

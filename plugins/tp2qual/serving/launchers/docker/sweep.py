@@ -1,0 +1,136 @@
+"""Container state and session hygiene: Docker state to ``Exited``, redacted inspect, sweeping
+leftovers of crashed runs by label, and listing containers that hold GPUs."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from tp2qual.redact import MASK, is_secret_name
+from tp2qual.serving.launchers.base import Exited
+from tp2qual.serving.launchers.docker.run_args import RUN_LABEL, SESSION, SESSION_LABEL
+
+log = logging.getLogger(__name__)
+
+
+def exited_from_state(state: Mapping[str, Any]) -> Exited | None:
+    """Docker's container State -> Exited, or None while it is running (or about to)."""
+    status = state.get("Status", "")
+    if status in ("running", "created", "restarting", "paused"):
+        return None
+    code = state.get("ExitCode")
+    details = [f"container {status}"]
+    if isinstance(code, int) and code > 128:
+        details.append(f"signal {code - 128} (128+n)")
+    if state.get("Error"):
+        details.append(str(state["Error"]))
+    return Exited(code, oom_killed=bool(state.get("OOMKilled")), detail=", ".join(details))
+
+
+def redact_inspect(attrs: Mapping[str, Any]) -> dict[str, Any]:
+    """``docker inspect`` JSON with secret-named environment values masked."""
+    out = json.loads(json.dumps(attrs, default=str))
+    config = out.get("Config") or {}
+    env = config.get("Env") or []
+    config["Env"] = [
+        f"{k}={MASK}" if is_secret_name(k) else f"{k}={v}"
+        for k, _, v in (e.partition("=") for e in env)
+    ]
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Session hygiene
+
+
+def sweep(
+    client: Any,
+    *,
+    reason: str,
+    keep_run: str | None = None,
+    only_session: str | None = None,
+    save_to: Path | None = None,
+) -> list[str]:
+    """Remove containers labelled ``tp2qual.run`` and return what was removed.
+
+    At session start pass ``keep_run=<this run>``: leftovers of earlier runs go, except those
+    whose session process is still alive on this host (another pytest is using them: the
+    preflight busy check reports it). At session end pass ``only_session=SESSION``.
+    With ``save_to``, each leftover's inspect JSON and last log lines are written there first.
+    """
+    removed = []
+    for container in client.containers.list(all=True, filters={"label": RUN_LABEL}):
+        labels = container.labels
+        if keep_run is not None and labels.get(RUN_LABEL) == keep_run:
+            continue
+        if only_session is not None and labels.get(SESSION_LABEL) != only_session:
+            continue
+        if only_session is None and _session_alive(labels.get(SESSION_LABEL, "")):
+            continue
+        if save_to is not None:
+            _save_leftover(container, save_to)
+        container.remove(force=True, v=True)
+        what = (
+            f"{container.name} ({container.short_id}, run {labels.get(RUN_LABEL)}, "
+            f"{container.status})"
+        )
+        log.info("removed %s: %s", what, reason)
+        removed.append(what)
+    return removed
+
+
+def _session_alive(session: str) -> bool:
+    host, _, rest = session.partition(":")
+    pid = rest.partition(":")[0]
+    if session == SESSION:
+        return False
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _save_leftover(container: Any, folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{container.name}.inspect.json").write_text(
+        json.dumps(redact_inspect(container.attrs), indent=2, sort_keys=True) + "\n"
+    )
+    (folder / f"{container.name}.log").write_bytes(container.logs(tail=500))
+
+
+def gpu_holders(client: Any) -> list[dict[str, Any]]:
+    """Running containers that hold GPUs (device requests, the nvidia runtime or /dev/nvidia*)."""
+    holders = []
+    for container in client.containers.list():
+        host = container.attrs.get("HostConfig") or {}
+        how = []
+        if host.get("DeviceRequests"):
+            how.append("device_requests")
+        if host.get("Runtime") == "nvidia":
+            how.append("nvidia runtime")
+        if any("nvidia" in (d.get("PathOnHost") or "") for d in host.get("Devices") or []):
+            how.append("devices")
+        if how:
+            holders.append(
+                {
+                    "id": container.short_id,
+                    "name": container.name,
+                    "image": (container.attrs.get("Config") or {}).get("Image"),
+                    "how": how,
+                    "device_requests": host.get("DeviceRequests"),
+                    "ours": RUN_LABEL in container.labels,
+                    "run": container.labels.get(RUN_LABEL),
+                    "started_at": (container.attrs.get("State") or {}).get("StartedAt"),
+                }
+            )
+    return holders

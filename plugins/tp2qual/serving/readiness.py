@@ -1,0 +1,122 @@
+"""Ready means alive + model listed + one real token (health endpoints can lie: vLLM #39863,
+llama.cpp #14092). Liveness is checked on every poll so an early exit is reported at once."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+import httpx
+
+from tp2qual.exceptions import StartupExited, StartupTimeout
+from tp2qual.serving.launchers.base import Launcher
+
+POLL_S = 0.25
+DRAIN_S = 2.0  # after an exit, how long the log reader may take to reach EOF
+PROBE_TIMEOUT_S = 2.0
+TOKEN_TIMEOUT_S = 30.0
+
+
+@dataclass
+class Readiness:
+    """Seconds from start to each stage; recorded as evidence."""
+
+    answered_s: float | None = None
+    listed_s: float | None = None
+    first_token_s: float | None = None
+    polls: int = 0
+    listed_models: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def _listed(client: httpx.Client) -> list[str] | None:
+    try:
+        response = client.get("/v1/models", timeout=PROBE_TIMEOUT_S)
+    except httpx.TransportError:
+        return None
+    if response.status_code != 200:
+        return []
+    try:
+        return [m.get("id", "") for m in response.json().get("data", [])]
+    except (ValueError, AttributeError):
+        return []
+
+
+def _one_token(client: httpx.Client, served_name: str, timeout_s: float) -> bool:
+    body = {
+        "model": served_name,
+        "messages": [{"role": "user", "content": "Say OK."}],
+        "max_tokens": 1,
+        "temperature": 0,
+    }
+    try:
+        response = client.post("/v1/chat/completions", json=body, timeout=timeout_s)
+    except httpx.TransportError:
+        return False
+    return response.status_code == 200 and bool(response.json().get("choices"))
+
+
+def wait_ready(
+    launcher: Launcher,
+    *,
+    served_name: str,
+    timeout_s: float,
+    progress: Callable[[float, str], None] = lambda elapsed, line: None,
+) -> Readiness:
+    """Poll until ready; raise StartupExited/StartupTimeout carrying the log tail."""
+    began = time.monotonic()
+    state = Readiness()
+    name = launcher.candidate.name
+    with httpx.Client(base_url=launcher.base_url, trust_env=False) as client:
+        while True:
+            elapsed = time.monotonic() - began
+            exited = launcher.poll()
+            if exited is not None:
+                launcher.log.join(DRAIN_S)  # its last words may still be in the pipe
+                raise StartupExited(
+                    f"server exited during start-up after {elapsed:.1f}s ({exited.describe()})\n"
+                    f"  last log lines:\n{launcher.log.tail_text()}",
+                    candidate=name,
+                    log_path=launcher.log.path,
+                )
+            if elapsed > timeout_s:
+                raise StartupTimeout(
+                    f"not ready after {timeout_s:.0f}s (stage: {_stage(state)}); raise "
+                    f"launch.readiness_timeout_s if the engine is only slow\n"
+                    f"  last log lines:\n{launcher.log.tail_text()}",
+                    candidate=name,
+                    log_path=launcher.log.path,
+                )
+            state.polls += 1
+            if _advance(client, state, served_name, elapsed, timeout_s - elapsed):
+                state.first_token_s = round(time.monotonic() - began, 3)
+                return state
+            progress(elapsed, launcher.log.last_line())
+            time.sleep(POLL_S)
+
+
+def _stage(state: Readiness) -> str:
+    if state.listed_s is not None:
+        return "model listed, no token yet"
+    if state.answered_s is not None:
+        return f"HTTP up, {state.listed_models or 'no models'} listed"
+    return "no HTTP answer yet"
+
+
+def _advance(
+    client: httpx.Client, state: Readiness, served_name: str, elapsed: float, left: float
+) -> bool:
+    listed = _listed(client)
+    if listed is None:
+        return False
+    if state.answered_s is None:
+        state.answered_s = round(elapsed, 3)
+    state.listed_models = listed
+    if not listed:  # whether the list is *right* is the model_list gate's question
+        return False
+    if state.listed_s is None:
+        state.listed_s = round(elapsed, 3)
+    return _one_token(client, served_name, max(1.0, min(TOKEN_TIMEOUT_S, left)))

@@ -1,0 +1,240 @@
+"""The server handle gates talk to, and the recorded HTTP exchanges they make.
+
+Every request has an explicit timeout, sized by the candidate's time budget from what it asks
+for (``budget.py``), and is never retried (a retry would hide the very fault a gate looks for).
+A timeout on a live server is a ``ResponseTimeout`` that says what was asked and what was allowed.
+Every exchange — request, status, raw response or stream chunks with arrival
+times — is appended to the gate's JSONL artifact before the gate looks at it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from tp2qual.budget import TimeBudget
+from tp2qual.candidate import Candidate
+from tp2qual.evidence.layout import Evidence
+from tp2qual.exceptions import ResponseTimeout, ServerDied
+from tp2qual.serving.launchers.base import Launcher
+
+DEATH_GRACE_S = 2.0  # after a transport error, how long to wait for the exit to show
+CONTROL_TIMEOUT_S = 30.0  # requests that generate nothing: /v1/models, /metrics, /version
+
+
+class Server:
+    """A ready server: base URL, clients, liveness, evidence folder."""
+
+    def __init__(self, candidate: Candidate, launcher: Launcher, evidence: Evidence):
+        self.candidate = candidate
+        self.launcher = launcher
+        self.evidence = evidence
+        self.base_url = launcher.base_url
+        self.http = httpx.Client(  # the one client every Api of this server uses
+            base_url=self.base_url, trust_env=False, timeout=CONTROL_TIMEOUT_S
+        )
+
+    def check_alive(self) -> None:
+        """Raise ServerDied (with the log tail) when the process/container is gone."""
+        __tracebackhide__ = True
+        exited = self.launcher.poll()
+        if exited is not None:
+            self.launcher.log.join(DEATH_GRACE_S)  # its last words may still be in the pipe
+            raise ServerDied(
+                f"server died mid-run ({exited.describe()})\n"
+                f"  last log lines:\n{self.launcher.log.tail_text(20)}",
+                candidate=self.candidate.name,
+                log_path=self.launcher.log.path,
+            )
+
+    def api(self, artifact: str, gate: str | None = None) -> Api:
+        return Api(self, artifact, self.candidate.time_budget(gate))
+
+    def log_text(self) -> str:
+        """The server's log as written so far (redacted at write time)."""
+        return self.launcher.log.path.read_text(errors="replace")
+
+    def last_log_line(self) -> str:
+        lines = self.launcher.log.tail_text(1).strip().splitlines()
+        return lines[-1].strip() if lines else "(empty log)"
+
+    def openai(self, timeout: float = CONTROL_TIMEOUT_S) -> Any:
+        """An OpenAI client for custom gates: no silent retries, explicit timeout."""
+        import openai
+
+        return openai.OpenAI(
+            base_url=f"{self.base_url}/v1", api_key="qualification", max_retries=0, timeout=timeout
+        )
+
+    def close(self) -> None:
+        self.http.close()
+
+
+@dataclass
+class Exchange:
+    tag: str
+    status: int
+    body: Any
+    elapsed_s: float
+
+    @property
+    def message(self) -> dict[str, Any]:
+        return self.body["choices"][0]["message"]
+
+    @property
+    def finish_reason(self) -> str | None:
+        return self.body["choices"][0].get("finish_reason")
+
+
+@dataclass
+class Stream:
+    """A streamed completion: chunks with their arrival offsets (seconds after send)."""
+
+    tag: str
+    status: int
+    chunks: list[dict[str, Any]] = field(default_factory=list)
+    times: list[float] = field(default_factory=list)
+    error_body: Any = None
+    e2e_s: float = 0.0
+
+    def text(self) -> str:
+        return "".join(
+            (c.get("choices") or [{}])[0].get("delta", {}).get("content") or "" for c in self.chunks
+        )
+
+    def usage(self) -> dict[str, Any] | None:
+        return next((c["usage"] for c in reversed(self.chunks) if c.get("usage")), None)
+
+
+def _parse(response: httpx.Response) -> Any:
+    try:
+        return response.json()
+    except ValueError:
+        return response.text
+
+
+class Api:
+    """Recorded calls into one gate artifact."""
+
+    def __init__(self, server: Server, artifact: str, budget: TimeBudget | None = None):
+        self.server = server
+        self.artifact = artifact
+        self.budget = budget or server.candidate.time_budget()
+
+    def timeout_for(self, body: Any) -> float:
+        """Generating requests get the budget for their max_tokens; the rest a short timeout."""
+        if isinstance(body, dict) and "messages" in body:
+            return self.budget.seconds_for(body.get("max_tokens"))
+        return CONTROL_TIMEOUT_S
+
+    def _timed_out(self, body: Any, timeout: float) -> None:
+        __tracebackhide__ = True
+        self.server.check_alive()
+        asked = body.get("max_tokens") if isinstance(body, dict) else None
+        what = (
+            self.budget.explain(asked)
+            if timeout == self.timeout_for(body) and isinstance(body, dict) and "messages" in body
+            else f"no response within {timeout:.0f} s"
+        )
+        raise ResponseTimeout(
+            f"{what}; server alive; last log line: {self.server.last_log_line()[:200]}",
+            candidate=self.server.candidate.name,
+            log_path=self.server.launcher.log.path,
+        )
+
+    def _record(self, tag: str, method: str, path: str, body: Any, **result: Any) -> None:
+        self.server.evidence.append_jsonl(
+            self.artifact,
+            {
+                "tag": tag,
+                "at": time.time(),
+                "request": {"method": method, "path": path, "body": body},
+                **result,
+            },
+        )
+
+    def _transport_failed(self, exc: httpx.TransportError) -> None:
+        __tracebackhide__ = True
+        # A dying process closes its sockets a moment before it can be reaped: give liveness a
+        # short grace so a crash reads as ServerDied, not as a bare transport error.
+        deadline = time.monotonic() + DEATH_GRACE_S
+        while self.server.launcher.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.server.check_alive()
+        raise exc
+
+    def request(
+        self, tag: str, method: str, path: str, body: Any = None, timeout: float | None = None
+    ) -> Exchange:
+        timeout = self.timeout_for(body) if timeout is None else timeout
+        began = time.perf_counter()
+        try:
+            response = self.server.http.request(method, path, json=body, timeout=timeout)
+        except httpx.TimeoutException as exc:
+            self._record(tag, method, path, body, error=repr(exc), timeout_s=timeout)
+            self._timed_out(body, timeout)
+            raise
+        except httpx.TransportError as exc:
+            self._record(tag, method, path, body, error=repr(exc))
+            self._transport_failed(exc)
+            raise
+        elapsed = round(time.perf_counter() - began, 6)
+        parsed = _parse(response)
+        self._record(
+            tag, method, path, body, status=response.status_code, response=parsed, elapsed_s=elapsed
+        )
+        return Exchange(tag, response.status_code, parsed, elapsed)
+
+    def chat(self, tag: str, body: dict[str, Any], timeout: float | None = None) -> Exchange:
+        return self.request(tag, "POST", "/v1/chat/completions", body, timeout)
+
+    def stream_chat(self, tag: str, body: dict[str, Any], timeout: float | None = None) -> Stream:
+        body = {**body, "stream": True}
+        timeout = self.timeout_for(body) if timeout is None else timeout
+        began = time.perf_counter()
+        try:
+            result = self._stream(tag, body, began, timeout)
+        except httpx.TimeoutException as exc:
+            self._record(tag, "POST", "/v1/chat/completions", body, error=repr(exc))
+            self._timed_out(body, timeout)
+            raise
+        except httpx.TransportError as exc:
+            self._record(tag, "POST", "/v1/chat/completions", body, error=repr(exc))
+            self._transport_failed(exc)
+            raise
+        result.e2e_s = round(time.perf_counter() - began, 6)
+        self._record(
+            tag,
+            "POST",
+            "/v1/chat/completions",
+            body,
+            status=result.status,
+            chunks=[{"t": t, "data": c} for t, c in zip(result.times, result.chunks, strict=True)],
+            error_body=result.error_body,
+            e2e_s=result.e2e_s,
+        )
+        return result
+
+    def _stream(self, tag: str, body: dict[str, Any], began: float, timeout: float) -> Stream:
+        with self.server.http.stream(
+            "POST", "/v1/chat/completions", json=body, timeout=timeout
+        ) as response:
+            result = Stream(tag, response.status_code)
+            if response.status_code != 200:
+                response.read()
+                result.error_body = _parse(response)
+                return result
+            for line in response.iter_lines():
+                now = time.perf_counter()
+                if not line.startswith("data:"):
+                    continue
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    continue  # read to the end: the connection then stays reusable
+                result.chunks.append(json.loads(data))
+                result.times.append(round(now - began, 6))
+        return result
