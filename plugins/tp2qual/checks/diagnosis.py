@@ -644,8 +644,8 @@ _NO_NET = re.compile(
 def rule_offline_missing(ctx: Context) -> list[Finding]:
     hits = ctx.grep(_OFFLINE)
     if hits:
-        offline = [k for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE") if _is_set(ctx, k, "1")]
-        said = f" ({', '.join(ctx.source(k) for k in offline)})" if offline else ""
+        named = [k for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE") if _is_set(ctx, k, "1")]
+        said = f" ({', '.join(ctx.source(k) for k in named)})" if named else ""
         return [
             Finding(
                 "offline_model_missing",
@@ -778,7 +778,10 @@ def _lagging_ranks(issued: list[Line]) -> str:
     for ln in issued:
         tag = _RANK_TAG.search(ln.text)
         rank = int(next(g for g in tag.groups() if g)) if tag else 0
-        counts[rank] = max(counts.get(rank, -1), int(_COLL.search(ln.text)["n"], 0))
+        found = _COLL.search(ln.text)
+        if found is None:
+            continue
+        counts[rank] = max(counts.get(rank, -1), int(found["n"], 0))
     top = max(counts.values())
     behind = sorted(r for r, n in counts.items() if n < top)
     return f"; rank(s) {behind} never issued opCount {top}" if behind else ""
@@ -848,7 +851,8 @@ def _other_warnings(ctx: Context, explained: set[int]) -> list[Finding]:
     for ln in ctx.grep(_WARN):
         if ln.no in explained:
             continue
-        message = ln.text[_WARN.search(ln.text).end() :].strip()
+        warn = _WARN.search(ln.text)
+        message = ln.text[warn.end() :].strip() if warn else ln.text.strip()
         where = (
             "the NCCL INFO lines just before it show the call path"
             if ctx.at_info
