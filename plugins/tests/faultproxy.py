@@ -23,6 +23,9 @@ forwarded — streams chunk by chunk — with exactly one fault injected:
                           the engine, on the first chat request with max_tokens > 1
     slow_decode           correct answers, slowly: each streamed piece waits --delay-s first, and
                           a whole answer waits --delay-s per completion token (a slow serve)
+    replay_exit           print a real failure log (--replay FILE, e.g. an NCCL CUDA 999 from the
+                          diagnosis corpus) as the engine's start-up output, then exit 1
+    replay_hang           print it, then never serve (a start-up that hangs)
 """
 
 from __future__ import annotations
@@ -54,6 +57,8 @@ FAULTS = (
     "exit_startup",
     "exit_midrun",
     "slow_decode",
+    "replay_exit",
+    "replay_hang",
 )
 REPETITION_MIN_TOKENS = 64
 BAD_ARGUMENTS = '{"city": 42, "extra": true}'
@@ -210,17 +215,32 @@ def kill_child() -> None:
         child.kill()
 
 
+def replay(path: str, *, hang: bool) -> None:
+    """The engine's start-up, as a real failing one printed it; then die, or hang silently."""
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            print(line.rstrip("\n"), flush=True)
+    if not hang:
+        die(1, "fault replay_exit: start-up failed as in the replayed log")
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    while True:
+        time.sleep(1)
+
+
 def main() -> None:
     global fault, delay_s, upstream, child
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fault", choices=FAULTS, required=True)
     parser.add_argument("--listen-port", type=int, required=True)
     parser.add_argument("--delay-s", type=float, default=delay_s, help="slow_decode's delay")
+    parser.add_argument("--replay", default="", help="the log replay_* print at start-up")
     parser.add_argument("engine", nargs=argparse.REMAINDER, help="-- engine argv")
     args = parser.parse_args()
     fault, delay_s = args.fault, args.delay_s
     argv = args.engine[1:] if args.engine[:1] == ["--"] else args.engine
     say(f"fault {fault}, listening on 127.0.0.1:{args.listen_port}")
+    if fault.startswith("replay_"):
+        replay(args.replay, hang=fault == "replay_hang")
     if fault == "exit_startup":
         time.sleep(1.0)  # readiness is polling by now: the exit must be noticed, not timed out
         say("fault exit_startup: simulated start-up crash (CUDA error: out of memory)")

@@ -76,11 +76,13 @@ class GateResult:
     seconds: float = 0.0
     excerpt: list[str] = field(default_factory=list)  # log lines explaining a failure
     error_artifact: str = ""  # a suite error's traceback, relative to the candidate folder
+    diagnosis: dict[str, Any] | None = None  # cause, evidence lines, remedy (checks.diagnosis)
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "outcome": str(self.outcome),
             "error_artifact": self.error_artifact,
+            "diagnosis": self.diagnosis,
             "reason": self.reason,
             "claims": [c.as_dict() for c in self.claims],
             "tests": self.tests,

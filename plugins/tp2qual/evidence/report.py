@@ -28,6 +28,7 @@ from tp2qual.evidence.report_model import (
     SAMPLES,
     SUMMARY,
     CandidateView,
+    Cause,
     ClaimRow,
     CompareRow,
     Comparison,
@@ -119,6 +120,24 @@ def build_gate(
         tuple(data.get("excerpt") or ()),
         tuple(_link(run_dir, p, manifest) for p in files),
         stated_sampling(cand_dir, gate),
+        causes_of(data.get("diagnosis")),
+    )
+
+
+def causes_of(diagnosis: dict[str, Any] | None) -> tuple[Cause, ...]:
+    if not diagnosis:
+        return ()
+    return tuple(
+        Cause(
+            f.get("rule", "?"),
+            f.get("cause", ""),
+            f.get("remedy", ""),
+            f.get("confidence", ""),
+            tuple(f"line {e.get('line')}: {e.get('text')}" for e in f.get("evidence", [])),
+            diagnosis.get("log", ""),
+        )
+        for f in diagnosis.get("findings", [])
+        if f.get("severity") != "notice"
     )
 
 

@@ -42,6 +42,18 @@ class ClaimRow:
 
 
 @dataclass(frozen=True)
+class Cause:
+    """One diagnosed cause of a failure, as the report shows it."""
+
+    rule: str
+    cause: str
+    remedy: str
+    confidence: str
+    evidence: tuple[str, ...]  # "line N: text"
+    log: str
+
+
+@dataclass(frozen=True)
 class GateRow:
     name: str
     outcome: str
@@ -53,6 +65,7 @@ class GateRow:
     excerpt: tuple[str, ...]
     links: tuple[Link, ...]
     sampling: str = ""  # as stated in the gate's first generating request
+    causes: tuple[Cause, ...] = ()  # the diagnosis of the log a failure left
 
 
 @dataclass(frozen=True)

@@ -221,7 +221,13 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 def _why(record: CandidateRecord) -> str:
     if failure := record.first_failure():
-        return f"failed {failure[0]}: {failure[1].reason[:100]}"
+        found = [
+            f
+            for f in (failure[1].diagnosis or {}).get("findings", [])
+            if f.get("severity") != "notice"
+        ]
+        diagnosed = f" | diagnosed {found[0]['rule']}: {found[0]['remedy'][:160]}" if found else ""
+        return f"failed {failure[0]}: {failure[1].reason[:100]}{diagnosed}"
     if error := record.first(ERROR):
         where = record.evidence.root / error[1].error_artifact
         return f"suite error in {error[0]}, not the candidate's fault (traceback: {_shown(where)})"

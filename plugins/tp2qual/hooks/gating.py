@@ -17,6 +17,7 @@ import json
 import re
 from collections.abc import Generator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,6 +34,7 @@ from tp2qual.evidence.finding import (
 from tp2qual.evidence.run import RunState
 from tp2qual.exceptions import QualError, ServerError
 from tp2qual.hooks.candidates import run_key
+from tp2qual.serving.diagnose import diagnose_log
 
 
 def gate_of(item: pytest.Item) -> str | None:
@@ -171,6 +173,7 @@ def _note(
             result.outcome = FAILED
             result.reason = _one_line_cause(report)
             result.excerpt = _excerpt(record)
+            result.diagnosis = _diagnosis(record, test)
     elif report.failed:
         result.tests[test] = "error"
         if result.outcome not in (FAILED, ERROR):  # a proven failure, or the first error, stays
@@ -185,6 +188,14 @@ def _note(
             result.outcome = PASSED
     result.seconds += report.duration  # every phase of every test of the gate
     record.save()
+
+
+def _diagnosis(record: CandidateRecord, test: str) -> dict[str, Any] | None:
+    """Cause and remedy from the log the failure left: the NCCL probe's for the probe test,
+    else the server's (start-up, crash, or whatever it said while a gate failed)."""
+    log = "nccl_probe.log" if test == "test_probe_all_reduce" else "server.log"
+    found = diagnose_log(record.evidence.root / log, record.candidate, record.identity)
+    return found.as_dict() | {"log": log} if found else None
 
 
 def _safe(name: str) -> str:

@@ -1,0 +1,81 @@
+"""Start-up failures are diagnosed: the engine's start-up output replayed from real failing logs
+(the diagnosis corpus, plugins/tests/data/diagnosis/) by the fault proxy, through the real
+launcher, readiness and gating. Each finding names the cause, the evidence lines and a remedy
+that fits the candidate's settings, in ``finding.json`` and on the terminal line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_faults import (
+    assert_failed_and_blocked,
+    assert_nothing_left,
+    run_inner,
+    smollm2_spec,
+    with_fault,
+    write_candidate,
+)
+
+pytestmark = pytest.mark.slow
+
+CORPUS = Path(__file__).parent / "data" / "diagnosis"
+
+# name -> (fault, replayed log, rule the finding must name, text its remedy must carry)
+STARTUPS = {
+    "nccl-999": ("replay_exit", "nccl-1653-cuda999-alloc-h.log", "cuda_999", "NCCL_CUMEM"),
+    "nccl-hang": ("replay_hang", "closed-loop-h200/hang-init.log", "init_hang", "rank"),
+    "expandable": (
+        "replay_exit",
+        "pytorch-192330-expandable-wsl2.log",
+        "expandable_segments_alloc",
+        "expandable_segments",
+    ),
+    "forced-p2p": (
+        "replay_exit",
+        "sglang-6246-p2p-invalid-argument.log",
+        "p2p_failure",
+        "NCCL_P2P_DISABLE=1",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(STARTUPS))
+def test_startup_failure_names_cause_and_remedy(case: str, tmp_path: Path) -> None:
+    fault, log, rule, remedy = STARTUPS[case]
+    name = f"startup-{case}"
+    spec = with_fault(smollm2_spec(name), fault)
+    command = spec["launch"]["command"]
+    at = command.index("--fault") + 2
+    spec["launch"]["command"] = [*command[:at], "--replay", str(CORPUS / log), *command[at:]]
+    spec["launch"]["readiness_timeout_s"] = 8  # a hang is judged by the log's own timestamps
+    write_candidate(tmp_path / "candidates", spec)
+    inner = run_inner(tmp_path, [name])
+    finding = assert_failed_and_blocked(inner, name, "model_list")
+    diagnosis = finding["gates"]["model_list"]["diagnosis"]
+    assert diagnosis, finding["gates"]["model_list"]
+    first = next(f for f in diagnosis["findings"] if f["severity"] != "notice")
+    assert first["rule"] == rule, diagnosis
+    assert remedy in first["remedy"], first
+    assert first["evidence"] and all(e["line"] > 0 for e in first["evidence"]), first
+    assert f"diagnosed {rule}:" in inner.proc.stdout, inner.output()
+    report = (inner.run_dir / "report.html").read_text()
+    assert f"Diagnosed ({rule}" in report
+    assert_nothing_left(inner, name)
+
+
+def test_a_silent_hang_says_where_it_stopped(tmp_path: Path) -> None:
+    """Nothing in the log to diagnose: the timeout itself names the stage and the next step."""
+    name = "startup-never-ready"
+    spec = with_fault(smollm2_spec(name), "replay_hang")
+    command = spec["launch"]["command"]
+    at = command.index("--fault") + 2
+    spec["launch"]["command"] = [*command[:at], "--replay", "/dev/null", *command[at:]]
+    spec["launch"]["readiness_timeout_s"] = 5
+    write_candidate(tmp_path / "candidates", spec)
+    inner = run_inner(tmp_path, [name])
+    finding = assert_failed_and_blocked(inner, name, "model_list")
+    reason = finding["gates"]["model_list"]["reason"]
+    assert "StartupTimeout" in reason and "not ready after 5s" in reason, reason
+    assert "readiness_timeout_s" in reason, reason
+    assert_nothing_left(inner, name)

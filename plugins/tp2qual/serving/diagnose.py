@@ -1,0 +1,37 @@
+"""Why a candidate's server or NCCL probe failed: the diagnosis engine (``checks.diagnosis``) run
+on the log the failure left, with the settings that were in force for that candidate — its
+launch environment, its container's IPC and /dev/shm settings, and the host facts (WSL2) from
+its identity — so every remedy fits what was already set."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tp2qual.candidate import Candidate
+from tp2qual.checks.diagnosis import Diagnosis, diagnose
+
+
+def settings_in_force(candidate: Candidate, identity: dict[str, Any]) -> dict[str, Any]:
+    """``diagnose`` keyword arguments: env, container (None for a local process), host, tp."""
+    container = None
+    if candidate.launcher_kind == "docker":
+        docker = candidate.launch.get("docker", {})
+        # The launcher gives the host's IPC namespace for either setting (launchers/docker).
+        shared = bool(docker.get("ipc_host") or docker.get("shm_size"))
+        container = {"ipc_host": shared, "shm_size": docker.get("shm_size"), "gpus": "all"}
+    host = identity.get("host") or {}
+    return {
+        "tp": candidate.tp,
+        "env": candidate.env(),
+        "container": container,
+        "host": {"wsl2": bool(host.get("wsl2"))} if "wsl2" in host else None,
+    }
+
+
+def diagnose_log(path: Path, candidate: Candidate, identity: dict[str, Any]) -> Diagnosis | None:
+    """The diagnosis of ``path`` when it names something; None for a missing or silent log."""
+    if not path.is_file():
+        return None
+    found = diagnose(path.read_text(errors="replace"), **settings_in_force(candidate, identity))
+    return found if found.failures or found.verdict != "ok" else None
