@@ -1,30 +1,47 @@
 """Gate 01 — NCCL initialisation, a hard gate for TP > 1.
 
 Pass means: (1) before the server starts, a stand-alone TP-rank ``torch.distributed`` all-reduce
-run with the candidate's own NCCL/PyTorch environment (in its image for Docker candidates)
-completes in time; and (2) the server's start-up log shows every rank reaching ``Init COMPLETE``
-with nranks = TP, transports that match the settings (no ``via P2P/…`` when P2P is disabled,
-``via SHM/…`` instead), the overrides acknowledged (``… set by environment …``), and no known
-failure signature (cuMem CUDA 999, P2P across PCIe, expandable-segments allocation, duplicate
-GPU, hang after Init START, NCCL WARN). TP1 candidates: not applicable.
-Artifacts: ``nccl_probe.log``, ``nccl_probe_analysis.json``, ``nccl_server_analysis.json``.
+run with the candidate's own NCCL/PyTorch environment (in its image, under the server's own run
+arguments, for Docker candidates) completes in time; and (2) the server's start-up log shows
+every rank reaching ``Init COMPLETE`` with nranks = TP, transports that match the settings (no
+``via P2P/…`` when P2P is disabled, ``via SHM/…`` instead), the overrides acknowledged (``… set
+by environment …``), and no failure the diagnosis engine names (cuMem CUDA 999, P2P across PCIe,
+/dev/shm exhaustion, expandable-segments allocation, duplicate GPU, a hang read from the log's
+timestamps; known harmless warnings never fail). TP1 candidates: not applicable.
+
+Closed loop: when the probe fails with a cause whose remedy lives in the probe's own launch (an
+NCCL/PyTorch variable, the container's IPC namespace) and is not yet in force, the probe — never
+the server — runs once more with the remedy applied. The gate still FAILs; the finding says
+"diagnosed X; probe with remedy Y: passed / still fails", for the person fixing it.
+Artifacts: ``nccl_probe.log``, ``nccl_probe_analysis.json``, ``nccl_probe_remedy.log``,
+``nccl_probe_remedy_analysis.json``, ``nccl_server_analysis.json``.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tp2qual.checks import nccl
-from tp2qual.serving.probe import run_probe
+from tp2qual.checks.diagnosis import diagnose
+from tp2qual.checks.remedies import applicable
+from tp2qual.checks.verdict import Verdict
+from tp2qual.gates import Candidate, CandidateRecord, Server
+from tp2qual.serving.diagnose import settings_in_force
+from tp2qual.serving.probe import ProbeRun, run_probe
 
 pytestmark = pytest.mark.nccl
 
 ACKNOWLEDGED = ("NCCL_P2P_DISABLE", "NCCL_CUMEM_ENABLE", "NCCL_CUMEM_HOST_ENABLE")
 
 
-def _judge(candidate, text: str, *, timed_out: bool):
-    env = candidate.env()
-    log = nccl.analyze(text, env=env)
+def _judge(candidate: Candidate, record: CandidateRecord, text: str, *, timed_out: bool) -> Verdict:
+    settings = settings_in_force(candidate, record.identity)
+    env = settings["env"]
+    log = nccl.analyze(
+        text, env=env, container=settings["container"], host=settings["host"], tp=candidate.tp
+    )
     return nccl.check(
         log,
         tp_size=candidate.tp,
@@ -34,32 +51,66 @@ def _judge(candidate, text: str, *, timed_out: bool):
     )
 
 
-def test_probe_all_reduce(candidate, record):
+def _probe(
+    candidate: Candidate, record: CandidateRecord, gpus: dict[str, Any], name: str
+) -> tuple[ProbeRun, Verdict]:
+    """Run the probe, keep its log and its analysis as ``<name>.log`` / ``<name>_analysis.json``."""
+    uuids = [g["uuid"] for g in gpus.get("gpus") or [] if g.get("uuid")][: candidate.tp]
     timeout_s = float(candidate.gate("nccl")["probe_timeout_s"])
-    run = run_probe(candidate, timeout_s)
+    run = run_probe(candidate, timeout_s, run_id=record.run_id, device_ids=uuids)
     record.evidence.write_text(
-        "nccl_probe.log",
+        f"{name}.log",
         f"$ {' '.join(run.argv)}\n{run.output}\nrc={run.returncode} seconds={run.seconds}\n",
     )
-    verdict = _judge(candidate, run.output, timed_out=run.timed_out)
+    verdict = _judge(candidate, record, run.output, timed_out=run.timed_out)
     record.evidence.write_json(
-        "nccl_probe_analysis.json",
+        f"{name}_analysis.json",
         {
-            "ok": verdict.ok,
+            "ok": run.returncode == 0 and verdict.ok,
             "reason": verdict.reason,
             "returncode": run.returncode,
             "seconds": run.seconds,
             **verdict.measures,
         },
     )
-    assert run.returncode == 0 and verdict.ok, (
-        f"NCCL probe rc={run.returncode} after {run.seconds}s: {verdict.reason or 'failed'}"
+    return run, verdict
+
+
+def _closed_loop(
+    candidate: Candidate, record: CandidateRecord, gpus: dict[str, Any], output: str
+) -> str:
+    """Re-probe once with the diagnosed remedy; one sentence for the finding."""
+    settings = settings_in_force(candidate, record.identity)
+    remedy = applicable(diagnose(output, **settings), settings["env"], settings["container"])
+    if remedy is None:
+        return "no remedy the probe's own launch can try"
+    fixed = candidate.with_launch_changes(
+        remedy.env, remedy.container, f"closed-loop re-probe for {remedy.rule}"
+    )
+    run, again = _probe(fixed, record, gpus, "nccl_probe_remedy")
+    outcome = "passed" if run.returncode == 0 and again.ok else "still fails"
+    record.evidence.write_json(
+        "nccl_closed_loop.json",
+        {"diagnosed": remedy.rule, "remedy": remedy.words(), "reprobe": outcome},
+    )
+    return f"diagnosed {remedy.rule}; probe with remedy {remedy.words()}: {outcome}"
+
+
+def test_probe_all_reduce(
+    candidate: Candidate, record: CandidateRecord, gpu_snapshot: dict[str, Any]
+) -> None:
+    run, verdict = _probe(candidate, record, gpu_snapshot, "nccl_probe")
+    if run.returncode == 0 and verdict.ok:
+        return
+    loop = _closed_loop(candidate, record, gpu_snapshot, run.output)
+    pytest.fail(
+        f"NCCL probe rc={run.returncode} after {run.seconds}s ({loop}): "
+        f"{verdict.reason or 'failed'}"
     )
 
 
-def test_server_log_analysis(server, candidate, record):
-    text = server.log_text()
-    verdict = _judge(candidate, text, timed_out=False)
+def test_server_log_analysis(server: Server, candidate: Candidate, record: CandidateRecord) -> None:
+    verdict = _judge(candidate, record, server.log_text(), timed_out=False)
     record.evidence.write_json(
         "nccl_server_analysis.json",
         {"ok": verdict.ok, "reason": verdict.reason, **verdict.measures},

@@ -171,6 +171,19 @@ class Candidate:
                 env[key] = override["value"]
         return env
 
+    def with_launch_changes(
+        self, env: Mapping[str, str | None], docker: Mapping[str, Any], reason: str
+    ) -> Candidate:
+        """This candidate with environment overrides (None: unset) and container settings
+        changed, each override carrying ``reason`` — how a remedy is tried, never saved."""
+        spec = copy.deepcopy(self.spec)
+        overrides = spec["launch"].setdefault("env_overrides", {})
+        for key, value in env.items():
+            overrides[key] = {"value": value, "reason": reason}
+        if docker:
+            spec["launch"].setdefault("docker", {}).update(docker)
+        return Candidate(path=self.path, spec=spec)
+
     def model_file(self) -> Path | None:
         """The local weights file, resolved (``pkg:<module>/<file>`` looks inside a package)."""
         ref = self.model.get("file")

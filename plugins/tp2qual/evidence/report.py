@@ -30,6 +30,7 @@ from tp2qual.evidence.report_model import (
     CandidateView,
     Cause,
     ClaimRow,
+    ClosedLoop,
     CompareRow,
     Comparison,
     Fact,
@@ -122,6 +123,23 @@ def build_gate(
         stated_sampling(cand_dir, gate),
         causes_of(data.get("diagnosis")),
     )
+
+
+def closed_loop(cand_dir: Path, lines: int = 25) -> ClosedLoop | None:
+    loop = _json(cand_dir / "nccl_closed_loop.json")
+    if not loop:
+        return None
+
+    def tail(name: str) -> tuple[str, ...]:
+        path = cand_dir / name
+        text = path.read_text(errors="replace") if path.is_file() else ""
+        return tuple(text.splitlines()[-lines:])
+
+    summary = (
+        f"diagnosed {loop.get('diagnosed')}; probe with remedy {loop.get('remedy')}: "
+        f"{loop.get('reprobe')}"
+    )
+    return ClosedLoop(summary, tail("nccl_probe.log"), tail("nccl_probe_remedy.log"))
 
 
 def causes_of(diagnosis: dict[str, Any] | None) -> tuple[Cause, ...]:
@@ -330,6 +348,7 @@ def build_candidate(run_dir: Path, cand_dir: Path, manifest: dict[str, Any]) -> 
         context=performance_context(cand_dir),
         artifacts=tuple(_link(run_dir, p, manifest) for p in files),
         comparison=comparison(run_dir, cand_dir.name, verdict),
+        closed_loop=closed_loop(cand_dir),
     )
 
 

@@ -111,6 +111,15 @@ class Comparison:
 
 
 @dataclass(frozen=True)
+class ClosedLoop:
+    """The NCCL probe as it failed, and once more with the diagnosed remedy, side by side."""
+
+    summary: str
+    first: tuple[str, ...]  # last lines of nccl_probe.log
+    second: tuple[str, ...]  # last lines of nccl_probe_remedy.log
+
+
+@dataclass(frozen=True)
 class CandidateView:
     name: str
     verdict: str
@@ -127,6 +136,7 @@ class CandidateView:
     context: tuple[Fact, ...]  # TP1 baseline ratios, roofline, server-side timings
     artifacts: tuple[Link, ...]
     comparison: Comparison | None
+    closed_loop: ClosedLoop | None = None
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tp2qual.candidate import Candidate
+from tp2qual.candidate import Candidate, fill
 from tp2qual.serving import nccl_probe
 
 PROBE_FILE = Path(nccl_probe.__file__)
@@ -38,6 +38,10 @@ def probe_argv(
     """The probe's command: the suite's Python for a process candidate; for a Docker candidate
     ``docker run`` with the server's own run arguments (``docker_run.probe_kwargs``)."""
     args = ["--nprocs", str(candidate.tp), "--timeout", str(int(timeout_s))]
+    if own := candidate.gate("nccl").get("probe_command"):  # the operator's own probe
+        values = {"python": str(candidate.python()), "probe": str(PROBE_FILE),
+                  "nprocs": str(candidate.tp), "timeout": str(int(timeout_s))}  # fmt: skip
+        return [fill(part, values) for part in own]
     if candidate.launcher_kind != "docker":
         return [sys.executable, str(PROBE_FILE), *args]
     from tp2qual.serving.launchers.docker.run_args import (
