@@ -1,7 +1,9 @@
 """Gate 03 — deterministic known answers.
 
 Pass means: at temperature 0 with a fixed seed, every known-answer prompt is answered correctly
-(normalised match; reasoning kept apart from the answer) and byte-identically on every repeat.
+(normalised match; reasoning kept apart from the answer) and byte-identically on every repeat;
+a prompt that says ``expect_reasoning`` also needs reasoning the engine kept out of the answer.
+A reply cut off inside its reasoning is reported as a budget problem, not as a wrong answer.
 Artifacts: every request and response (``deterministic.jsonl``) and one verdict per prompt
 (``deterministic_verdicts.jsonl``).
 """
@@ -10,7 +12,13 @@ from __future__ import annotations
 
 import pytest
 
-from tp2qual.checks.answers import check_answer, check_budget, check_identical, split_reasoning
+from tp2qual.checks.answers import (
+    check_answer,
+    check_budget,
+    check_identical,
+    check_reasoning_apart,
+    split_reasoning,
+)
 from tp2qual.gates import Api, Candidate, CandidateRecord, Claimer, chat_body, messages
 
 pytestmark = pytest.mark.deterministic
@@ -42,6 +50,8 @@ def test_known_answers_correct_and_identical(
             if budget.ok
             else budget
         )
+        if prompt.get("expect_reasoning") and correct.ok:
+            correct = check_reasoning_apart(answers[0], reasonings[0])
         identical = check_identical(answers)
         record.evidence.append_jsonl(
             "deterministic_verdicts.jsonl",

@@ -132,13 +132,17 @@ def why_not_runnable(candidate: Candidate) -> str | None:
 
         return docker_unavailable() or pin_unresolved(candidate)
     if candidate.engine == "llama.cpp" and importlib.util.find_spec("llama_cpp") is None:
-        return "llama-cpp-python is not installed (pip install -e '.[local]')"
+        return "llama-cpp-python is not installed (scripts/install.sh local)"
+    own_venv = candidate.launch.get("python")
+    if own_venv and not candidate.python().is_file():
+        return f"engine venv {own_venv} is not installed (scripts/install.sh {candidate.engine})"
     try:
         model_file = candidate.model_file()
     except CandidateError as exc:
         return str(exc)
     if model_file is not None and not model_file.is_file():
-        return f"model file {model_file} does not exist"
+        hint = f" (scripts/install.sh {candidate.engine})" if own_venv else ""
+        return f"model file {model_file} does not exist{hint}"
     return None
 
 

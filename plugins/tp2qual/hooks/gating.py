@@ -140,7 +140,9 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
-    context = None if report.skipped else _context(item)  # no record for a skipped candidate
+    # No record for a candidate this machine cannot run (pytest's own skip says why), in any phase.
+    cannot_run = report.skipped or item.get_closest_marker("skip") is not None
+    context = None if cannot_run else _context(item)
     if context is not None:
         _note(item, report, call, context[1], context[2])
         if report.failed and call.excinfo is not None and call.excinfo.errisinstance(ServerError):
