@@ -35,7 +35,7 @@ GATES = (
     "throughput",
 )
 
-# The brief's transport controls for TP>1 (PCIe, no NVLink, WSL2): P2P off with shared-memory
+# The campaign's transport controls for TP>1 (PCIe, no NVLink, WSL2; docs/campaign.md): P2P off with shared-memory
 # fallback, NCCL cuMem off (CUDA error 999 under WSL2), logs on for the nccl gate.
 TP2_ENV_DEFAULTS: dict[str, str] = {
     "NCCL_P2P_DISABLE": "1",
@@ -250,7 +250,7 @@ _ADMISSION = ("--max-num-seqs", "--max-running-requests")
 
 
 def _baseline_flag_problems(spec: Mapping[str, Any]) -> list[str]:
-    """A baseline serves one request at a time and never decodes speculatively (brief): a lane
+    """A baseline serves one request at a time and never decodes speculatively (docs/campaign.md): a lane
     that does must say so (``lane.kind = "optional"``). ``spec`` is schema-valid."""
     if spec.get("lane", {}).get("kind") == "optional":
         return []
@@ -270,7 +270,7 @@ def _baseline_flag_problems(spec: Mapping[str, Any]) -> list[str]:
 
 
 def _semantic_problems(spec: Mapping[str, Any]) -> list[str]:
-    """Rules a schema cannot say well: the brief's baseline controls for TP>1. Called only on a
+    """Rules a schema cannot say well: the campaign's baseline controls for TP>1 (docs/campaign.md). Called only on a
     schema-valid ``spec`` (``load_candidate``), so its fields have their declared types."""
     problems: list[str] = _baseline_flag_problems(spec)
     launch = spec.get("launch", {})

@@ -202,7 +202,7 @@ def _processes(nv: Any, h: Any) -> list[dict[str, Any]]:
 
 
 def _pair(nv: Any, a: int, b: int, ha: Any, hb: Any) -> dict[str, Any]:
-    """What NVML says about peer access between two GPUs (PCIe P2P is what the brief turns off)."""
+    """What NVML says about peer access between two GPUs (PCIe P2P is what the TP2 baseline turns off)."""
     p2p: dict[str, str | None] = {}
     for name, caps_index in P2P_CAPS.items():
         status = _ask(partial(nv.nvmlDeviceGetP2PStatus, ha, hb, caps_index))
@@ -213,7 +213,7 @@ def _pair(nv: Any, a: int, b: int, ha: Any, hb: Any) -> dict[str, Any]:
 
 
 def from_nvml_dump(dump: dict[str, Any]) -> dict[str, Any]:
-    """Build a snapshot from the flat dump recorded on 2026-11-29 (shared/logs/.../nvml-dump.json),
+    """Build a snapshot from the flat dump recorded on 2026-11-29 (plugins/tests/data/nvml/),
     so the rules can be tested on what a real H200 answered. Host facts are not in the dump."""
     snap = empty_snapshot("nvml-dump", None)
     snap["host"] = {

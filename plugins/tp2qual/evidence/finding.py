@@ -18,7 +18,7 @@ from typing import Any
 
 from tp2qual.candidate import GATES, Candidate
 from tp2qual.evidence.claims import Claim, stamp
-from tp2qual.evidence.layout import Evidence
+from tp2qual.evidence.layout import FINDING, Evidence
 
 
 class Outcome(StrEnum):
@@ -142,4 +142,4 @@ class CandidateRecord:
     def save(self) -> None:
         for result in self.gates.values():  # claims made without a stamp get one now
             result.claims = [stamp(self.evidence.root, c) for c in result.claims]
-        self.evidence.write_json("finding.json", self.as_dict())
+        self.evidence.write_json(FINDING, self.as_dict())

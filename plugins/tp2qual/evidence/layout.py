@@ -32,10 +32,7 @@ class Evidence:
         return path
 
     def write_text(self, rel: str, text: str) -> str:
-        path = self.path(rel)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(self.redactor.text(text), encoding="utf-8")
-        os.replace(tmp, path)
+        atomic_write(self.path(rel), self.redactor.text(text))
         return rel
 
     def write_json(self, rel: str, obj: Any) -> str:
@@ -48,6 +45,14 @@ class Evidence:
         return rel
 
 
+def atomic_write(path: Path, text: str) -> Path:
+    """Write ``path`` whole or not at all: a crash leaves the previous version, never half."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
 def sha256_of(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as fh:
@@ -56,6 +61,7 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
+FINDING = "finding.json"
 MANIFEST = "manifest.json"
 REPORT = "report.html"
 NOT_HASHED = (MANIFEST, REPORT)  # the manifest itself; the report is regenerated from the run
@@ -89,8 +95,4 @@ def manifest(run_dir: Path, *, exclude: tuple[str, ...] = ("manifest.json",)) ->
 def write_manifest(run_dir: Path, **meta: Any) -> Path:
     """Hash the run folder now and replace ``manifest.json`` atomically (a crash keeps the last)."""
     body = manifest(run_dir, exclude=NOT_HASHED) | meta
-    path = run_dir / MANIFEST
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(_dumps(body, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    return atomic_write(run_dir / MANIFEST, _dumps(body, indent=2, sort_keys=True) + "\n")

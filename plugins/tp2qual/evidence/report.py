@@ -20,7 +20,7 @@ import jinja2
 
 from tp2qual.candidate import GATES
 from tp2qual.evidence.claims import read_records
-from tp2qual.evidence.layout import MANIFEST, REPORT
+from tp2qual.evidence.layout import FINDING, MANIFEST, REPORT, atomic_write
 from tp2qual.evidence.report_model import (
     FIGURES,
     OUTCOME_LABELS,
@@ -43,7 +43,7 @@ from tp2qual.evidence.report_model import (
     plot,
     ratio,
 )
-from tp2qual.evidence.verify import FINDING, verify_run
+from tp2qual.evidence.verify import verify_run
 
 # ---------------------------------------------------------------- reading a run (disk)
 
@@ -389,8 +389,4 @@ def render(view: RunView) -> str:
 
 def write_report(run_dir: Path) -> Path:
     """Build and write ``report.html`` in the run folder (atomically); return its path."""
-    path = run_dir / REPORT
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(render(build_run(run_dir)), encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return atomic_write(run_dir / REPORT, render(build_run(run_dir)))

@@ -7,6 +7,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from tp2qual.checks.stats import ratio as stats_ratio
+
 OUTCOME_LABELS = {
     "passed": "passed",
     "failed": "failed",
@@ -161,9 +163,10 @@ def fmt(value: Any, width: int = 160) -> str:
 
 
 def ratio(now: Any, before: Any) -> str:
-    if not isinstance(now, int | float) or not isinstance(before, int | float) or not before:
-        return "—"
-    return f"{now / before:.3f}x"
+    """``checks.stats.ratio`` as the report shows it."""
+    numbers = isinstance(now, int | float) and isinstance(before, int | float)
+    value = stats_ratio(float(now), float(before)) if numbers else None
+    return "—" if value is None else f"{value:.3f}x"
 
 
 def plot(title: str, unit: str, values: list[float], width: int = 360, height: int = 130) -> Plot:

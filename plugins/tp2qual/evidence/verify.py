@@ -26,9 +26,8 @@ from tp2qual.evidence.finding import (
     derive_verdict,
     unbacked,
 )
-from tp2qual.evidence.layout import MANIFEST, NOT_HASHED, sha256_of
+from tp2qual.evidence.layout import FINDING, MANIFEST, NOT_HASHED, sha256_of
 
-FINDING = "finding.json"
 OUTCOMES = frozenset(str(o) for o in Outcome)
 
 

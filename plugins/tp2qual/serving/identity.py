@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 
 from tp2qual.candidate import Candidate
-from tp2qual.evidence.layout import sha256_unchanged
+from tp2qual.evidence.layout import FINDING, sha256_unchanged
 from tp2qual.exceptions import PinMismatch
 from tp2qual.gpu import host_info
 
@@ -147,7 +147,7 @@ def load_finding(ref: str | None, base: Path) -> dict[str, Any] | None:
         return None
     path = Path(ref).expanduser()
     path = path if path.is_absolute() else (base / path)
-    path = path / "finding.json" if path.is_dir() else path
+    path = path / FINDING if path.is_dir() else path
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError):

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from tp2qual.candidate import Candidate
+from tp2qual.evidence.layout import atomic_write
 from tp2qual.exceptions import CandidateError, PinMismatch, StartupExited
 from tp2qual.redact import Redactor
 from tp2qual.serving.launchers.base import (
@@ -263,16 +263,8 @@ class DockerLauncher(LauncherBase):
         return f"SIGKILL after {timeout}s SIGTERM timeout" if killed else "docker stop (SIGTERM)"
 
     def _save_inspect(self) -> None:
-        path = self.inspect_path
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(
-            self._redactor.text(
-                json.dumps(redact_inspect(self._container.attrs), indent=2, sort_keys=True)
-            )
-            + "\n",
-            encoding="utf-8",
-        )
-        os.replace(tmp, path)
+        body = json.dumps(redact_inspect(self._container.attrs), indent=2, sort_keys=True)
+        atomic_write(self.inspect_path, self._redactor.text(body) + "\n")
 
     def _remove(self, extra: dict[str, Any]) -> None:
         from docker.errors import APIError, NotFound

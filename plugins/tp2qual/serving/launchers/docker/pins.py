@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 from collections.abc import Mapping
@@ -13,8 +12,6 @@ from typing import Any
 
 from tp2qual.candidate import Candidate
 from tp2qual.exceptions import CandidateError
-
-log = logging.getLogger(__name__)
 
 _PIN_PLACEHOLDER = re.compile(r"^\{([a-z0-9_]+)\}$")
 
@@ -87,7 +84,3 @@ def image_matches(attrs: Mapping[str, Any], pin: str) -> bool:
     return attrs.get("Id") == pin or any(
         d.rpartition("@")[2] == pin for d in attrs.get("RepoDigests") or []
     )
-
-
-# ---------------------------------------------------------------------------------------------
-# The one place the container's settings are decided

@@ -4,7 +4,6 @@ so the two cannot drift. Labels mark everything we create."""
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 import shlex
@@ -18,8 +17,6 @@ from tp2qual.candidate import Candidate, fill
 from tp2qual.exceptions import CandidateError
 from tp2qual.gpu import host_info
 from tp2qual.redact import MASK, Redactor, is_secret_name
-
-log = logging.getLogger(__name__)
 
 RUN_LABEL = "tp2qual.run"
 CANDIDATE_LABEL = "tp2qual.candidate"
