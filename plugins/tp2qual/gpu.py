@@ -202,7 +202,7 @@ def _processes(nv: Any, h: Any) -> list[dict[str, Any]]:
 
 
 def _pair(nv: Any, a: int, b: int, ha: Any, hb: Any) -> dict[str, Any]:
-    """What NVML says about peer access between two GPUs (PCIe P2P is what the TP2 baseline turns off)."""
+    """What NVML says about peer access between two GPUs (the TP2 baseline turns PCIe P2P off)."""
     p2p: dict[str, str | None] = {}
     for name, caps_index in P2P_CAPS.items():
         status = _ask(partial(nv.nvmlDeviceGetP2PStatus, ha, hb, caps_index))

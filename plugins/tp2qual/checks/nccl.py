@@ -1,4 +1,5 @@
-"""Read NCCL_DEBUG=INFO output and decide whether NCCL initialised the way the campaign baseline requires (docs/campaign.md).
+"""Read NCCL_DEBUG=INFO output and decide whether NCCL initialised the way the campaign
+baseline requires (docs/campaign.md).
 
 NCCL initialisation is a hard gate for TP2: every rank must reach ``Init COMPLETE`` in a
 communicator of TP size, over the shared-memory transport when P2P is disabled, with the

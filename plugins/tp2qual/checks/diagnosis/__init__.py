@@ -1,0 +1,166 @@
+"""Name the cause of a failed NCCL probe, server start-up or crash from its log, with a remedy
+that fits the settings in force.
+
+One engine for every log the suite sees (probe output, server start-up and crash logs, TP1 or
+TP2, process or container). Each rule names a call site / message pattern, the platform evidence
+it needs (WSL2 only from a host fact or the log's own statement of the platform, never from an
+error number), a cause, and a remedy checked against the settings in force: the environment and
+container settings passed in, completed by what the log itself states (``KEY=VALUE`` on a
+command line, NCCL's ``… set by environment to …``, ``--ipc=host``). A remedy never says "set X"
+when X is set; when X is set and the failure persists it says so and gives the next step.
+
+Known harmless warnings are reported as notices and never fail on their own. Hangs are read from
+the log's timestamps (a stall after Init START or after a collective was issued), not from a
+timeout flag. Pure: text and mappings in, frozen dataclasses out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from tp2qual.checks.diagnosis.hangs import (
+    dist_error,
+    other_warnings,
+    rule_collective_hang,
+    rule_harmless,
+    rule_init_pending,
+)
+from tp2qual.checks.diagnosis.model import (
+    FAILURE,
+    HANG_AFTER_S,
+    INCOMPLETE,
+    NOTICE,
+    Context,
+    Diagnosis,
+    Finding,
+    Line,
+    Rule,
+    container_of,
+    lines_of,
+    settings_of,
+    wsl2_of,
+)
+from tp2qual.checks.diagnosis.platform import (
+    EXPLAINS,
+    rule_cuda_999,
+    rule_device_visibility,
+    rule_expandable_segments,
+    rule_nvls,
+    rule_offline_missing,
+    rule_oom,
+    rule_p2p_failure,
+    rule_peer_mapping,
+    rule_port_in_use,
+    rule_shm_attach,
+    rule_shm_exhausted,
+)
+
+__all__ = [
+    "FAILURE",
+    "HANG_AFTER_S",
+    "INCOMPLETE",
+    "NOTICE",
+    "Context",
+    "Diagnosis",
+    "Finding",
+    "Line",
+    "context",
+    "diagnose",
+]
+
+RULES: tuple[Rule, ...] = (
+    rule_cuda_999,
+    rule_shm_exhausted,
+    rule_shm_attach,
+    rule_expandable_segments,
+    rule_oom,
+    rule_peer_mapping,
+    rule_p2p_failure,
+    rule_nvls,
+    rule_device_visibility,
+    rule_port_in_use,
+    rule_offline_missing,
+    rule_init_pending,
+    rule_collective_hang,
+)
+
+
+# --- entry ----------------------------------------------------------------------------------
+
+
+def context(
+    text: str,
+    *,
+    tp: int | None = None,
+    env: Mapping[str, str] | None = None,
+    container: Mapping[str, Any] | None = None,
+    host: Mapping[str, Any] | None = None,
+) -> Context:
+    lines = lines_of(text)
+    settings, sources = settings_of(lines, env or {})
+    return Context(
+        lines=lines,
+        settings=settings,
+        sources=sources,
+        container=container_of(lines, container),
+        wsl2=wsl2_of(lines, host),
+        tp=tp,
+        at_info=any("NCCL INFO" in ln.text for ln in lines),
+    )
+
+
+def diagnose(
+    text: str,
+    *,
+    tp: int | None = None,
+    env: Mapping[str, str] | None = None,
+    container: Mapping[str, Any] | None = None,
+    host: Mapping[str, Any] | None = None,
+) -> Diagnosis:
+    """Every finding the log supports, named failures first, then notices.
+
+    ``env``: the environment the ranks / engine ran with; ``container``: ``ipc_host`` (bool),
+    ``shm_size``, ``gpus`` when it ran in a container (None: a local process, unless the log's
+    own ``docker run`` line says otherwise); ``host``: the host identity (``wsl2`` or a kernel /
+    platform string), the only source besides the log's own statement for WSL2."""
+    ctx = context(text, tp=tp, env=env, container=container, host=host)
+    named = [f for rule in RULES for f in rule(ctx)]
+    failures = [f for f in named if f.severity == FAILURE]
+    if failures:  # an error explains why init never completed: not a cut-off log
+        named = [f for f in named if f.severity != INCOMPLETE]
+    if not ctx.lines or not any(ln.text.strip() for ln in ctx.lines):
+        named.append(_EMPTY)
+    notices = rule_harmless(ctx)
+    explained = {n for f in named + notices for n, _ in f.evidence}
+    explained |= _explained_by_pattern(ctx, failures)
+    rest = other_warnings(ctx, explained) + dist_error(ctx, failures)
+    findings = (*named, *rest, *notices)
+    return Diagnosis(_verdict(findings), tuple(findings), dict(ctx.settings))
+
+
+_EMPTY = Finding(
+    "empty_log",
+    "the log is empty: the process printed nothing before it was stopped",
+    (),
+    "check the process started at all (its exit status, the launcher's own output)",
+    "medium",
+    INCOMPLETE,
+)
+
+
+def _explained_by_pattern(ctx: Context, failures: list[Finding]) -> set[int]:
+    """Warnings a named failure covers beyond its first few evidence lines (all ranks' copies)."""
+    out: set[int] = set()
+    for f in failures:
+        pattern = EXPLAINS.get(f.rule)
+        if pattern:
+            out |= {ln.no for ln in ctx.grep(pattern)}
+    return out
+
+
+def _verdict(findings: tuple[Finding, ...]) -> str:
+    severities = {f.severity for f in findings}
+    if FAILURE in severities:
+        return "failed"
+    return "incomplete" if INCOMPLETE in severities else "ok"
