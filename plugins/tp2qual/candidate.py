@@ -35,8 +35,8 @@ GATES = (
     "throughput",
 )
 
-# The campaign's transport controls for TP>1 (PCIe, no NVLink, WSL2; docs/campaign.md): P2P off with shared-memory
-# fallback, NCCL cuMem off (CUDA error 999 under WSL2), logs on for the nccl gate.
+# The campaign's transport controls for TP>1 (PCIe, no NVLink, WSL2; docs/campaign.md): P2P off
+# with shared-memory fallback, NCCL cuMem off (CUDA error 999 under WSL2), logs on for gate 01.
 TP2_ENV_DEFAULTS: dict[str, str] = {
     "NCCL_P2P_DISABLE": "1",
     "NCCL_CUMEM_ENABLE": "0",
@@ -250,8 +250,9 @@ _ADMISSION = ("--max-num-seqs", "--max-running-requests")
 
 
 def _baseline_flag_problems(spec: Mapping[str, Any]) -> list[str]:
-    """A baseline serves one request at a time and never decodes speculatively (docs/campaign.md): a lane
-    that does must say so (``lane.kind = "optional"``). ``spec`` is schema-valid."""
+    """A baseline serves one request at a time and never decodes speculatively
+    (docs/campaign.md): a lane that does must say so (``lane.kind = "optional"``). ``spec`` is
+    schema-valid."""
     if spec.get("lane", {}).get("kind") == "optional":
         return []
     argv = [str(a) for a in spec.get("launch", {}).get("command", [])]
@@ -270,8 +271,9 @@ def _baseline_flag_problems(spec: Mapping[str, Any]) -> list[str]:
 
 
 def _semantic_problems(spec: Mapping[str, Any]) -> list[str]:
-    """Rules a schema cannot say well: the campaign's baseline controls for TP>1 (docs/campaign.md). Called only on a
-    schema-valid ``spec`` (``load_candidate``), so its fields have their declared types."""
+    """Rules a schema cannot say well: the campaign's baseline controls for TP>1
+    (docs/campaign.md). Called only on a schema-valid ``spec`` (``load_candidate``), so its
+    fields have their declared types."""
     problems: list[str] = _baseline_flag_problems(spec)
     launch = spec.get("launch", {})
     overridden = launch.get("env_overrides", {})
