@@ -50,8 +50,9 @@ def test_pure_helpers() -> None:
 
 
 def test_the_model_holds_verdict_gates_identity_and_performance(run_dir: Path) -> None:
-    view = build_run(run_dir)
+    view = build_run(run_dir, verify_run(run_dir))
     assert view.verify_ok and view.run_id == run_dir.name
+    assert build_run(run_dir).verify_ok is None  # a mid-run refresh does not re-hash
     (cand,) = view.candidates
     assert (cand.name, cand.verdict, cand.failed_gate) == (NAME, "PASS", "")
     outcomes = {g.name: g.outcome for g in cand.gates}

@@ -98,7 +98,7 @@ def _verify(run: Path) -> int:
 
 
 def _report(run: Path) -> int:
-    print(write_report(resolve_run(run)))
+    print(write_report(resolve_run(run), verify_run(run)))
     return 0
 
 

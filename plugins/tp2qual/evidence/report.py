@@ -43,7 +43,7 @@ from tp2qual.evidence.report_model import (
     plot,
     ratio,
 )
-from tp2qual.evidence.verify import verify_run
+from tp2qual.evidence.verify import Verification
 
 # ---------------------------------------------------------------- reading a run (disk)
 
@@ -352,16 +352,21 @@ def build_candidate(run_dir: Path, cand_dir: Path, manifest: dict[str, Any]) -> 
     )
 
 
-def build_run(run_dir: Path) -> RunView:
+def build_run(run_dir: Path, check: Verification | None = None) -> RunView:
+    """The report's view of a run. ``check`` is the run's verification when it has one (the end
+    of a session, ``tp2qual report``); a report refreshed mid-run does not hash everything again."""
     run_dir = run_dir.resolve()
     manifest = (_json(run_dir / MANIFEST) or {}).get("files", {})
     candidates = tuple(
         build_candidate(run_dir, p.parent, manifest) for p in sorted(run_dir.glob(f"*/{FINDING}"))
     )
-    check = verify_run(run_dir)
+    generated = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    if check is None:
+        waiting = "run in progress: every artifact and claim is verified when it ends"
+        return RunView(run_dir.name, generated, candidates, waiting, None, ())
     return RunView(
         run_dir.name,
-        dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        generated,
         candidates,
         check.summary(),
         check.ok,
@@ -387,6 +392,6 @@ def render(view: RunView) -> str:
     return _environment().get_template("report.html.j2").render(run=view)
 
 
-def write_report(run_dir: Path) -> Path:
+def write_report(run_dir: Path, check: Verification | None = None) -> Path:
     """Build and write ``report.html`` in the run folder (atomically); return its path."""
-    return atomic_write(run_dir / REPORT, render(build_run(run_dir)))
+    return atomic_write(run_dir / REPORT, render(build_run(run_dir, check)))

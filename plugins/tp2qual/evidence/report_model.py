@@ -147,7 +147,7 @@ class RunView:
     generated: str
     candidates: tuple[CandidateView, ...]
     verify_summary: str
-    verify_ok: bool
+    verify_ok: bool | None  # None: not verified yet (mid-run refresh)
     verify_lines: tuple[str, ...]
 
 

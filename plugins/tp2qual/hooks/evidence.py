@@ -22,6 +22,7 @@ from tp2qual.evidence.finding import ERROR, CandidateRecord
 from tp2qual.evidence.layout import REPORT, write_manifest
 from tp2qual.evidence.report import gate_artifacts, write_report
 from tp2qual.evidence.run import RunState
+from tp2qual.evidence.verify import verify_run
 from tp2qual.hooks.candidates import run_key
 from tp2qual.hooks.gating import candidate_of, gate_of
 
@@ -39,7 +40,7 @@ def close_run(state: RunState, *, interrupted: bool) -> None:
         record.save()
     if state.records:
         write_manifest(state.run_dir, run_id=state.run_id, final=True, interrupted=interrupted)
-        write_report(state.run_dir)
+        write_report(state.run_dir, verify_run(state.run_dir))  # the one verification
 
 
 def _interrupted(exitstatus: int | pytest.ExitCode) -> bool:
