@@ -152,11 +152,11 @@ def check_budget(
 
 
 def check_reasoning_apart(answer: str, reasoning: str) -> Verdict:
-    """A reasoning parser at work: the reply carries reasoning, and none of it leaked into the
-    answer (no think tags, no reasoning text repeated as the answer)."""
+    """A reasoning parser at work: the reply carries reasoning apart from the answer, and the
+    reasoning text is not repeated as the answer (a parser that split nothing)."""
     measures = {"reasoning_chars": len(reasoning), "answer_chars": len(answer)}
     if not reasoning.strip():
         return Verdict.failed("no reasoning came back apart from the answer", **measures)
-    if re.search(r"</?think>", answer, re.IGNORECASE) or reasoning.strip() in answer:
+    if reasoning.strip() in answer:
         return Verdict.failed("the reasoning leaked into the answer", **measures)
     return Verdict.passed(**measures)
