@@ -1,6 +1,6 @@
 """Gate times of the local qualification on a quiet machine and beside CPU-bound neighbours.
 
-    python benchmarks/busy_machine.py [--hogs N] [--timeout-s S]
+    python benchmarks/busy_machine.py [--hogs N] [--threads N] [--timeout-s S]
 
 Runs ``python -m pytest -k smollm2-135m-local`` twice from the repository root: first alone,
 then with N foreign CPU-bound processes (default: one per usable core) spinning beside it, and
@@ -47,7 +47,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hogs", type=int, default=len(os.sched_getaffinity(0)))
     parser.add_argument("--timeout-s", type=float, default=1800.0)
+    parser.add_argument("--threads", type=int, help="TP2QUAL_THREADS (default: cores but one)")
     args = parser.parse_args(argv)
+    if args.threads:
+        os.environ["TP2QUAL_THREADS"] = str(args.threads)
     folder = results_dir("busy-machine")
     runs: dict[str, tuple[float, dict]] = {}
     print(f"idle: {load_text()}", flush=True)

@@ -71,6 +71,14 @@ def usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
+def engine_threads() -> int:
+    """``{threads}``: every usable core but one, which the suite's client and whatever else runs
+    here keep. A CPU engine whose threads meet at spin barriers (llama.cpp) collapses when one of
+    them is descheduled: on 2 cores with 2 CPU-bound neighbours, 2 threads decoded 5.5 tok/s and
+    1 thread 55 (benchmarks/busy_machine.py, 2026-12-01)."""
+    return max(1, usable_cpus() - 1)
+
+
 @cache
 def _validator() -> jsonschema.Draft202012Validator:
     schema = json.loads((Path(__file__).with_name("candidate.schema.json")).read_text())
@@ -209,7 +217,7 @@ class Candidate:
             "python": str(self.python()),
             "host": host,
             "port": str(port),
-            "threads": str(usable_cpus()),
+            "threads": os.environ.get("TP2QUAL_THREADS") or str(engine_threads()),
             "model_file": str(model_file) if model_file else "",
             "model_dir": str(model_file.parent) if model_file else "",
             "model_repo": self.model["repo"],
