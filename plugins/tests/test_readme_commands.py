@@ -15,26 +15,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_candidate import MINIMAL
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
-
-CANDIDATE = """\
-name = "{name}"
-[model]
-repo = "org/model"
-revision = "0123456789abcdef0123456789abcdef01234567"
-served_name = "m"
-[engine]
-kind = "vllm"
-[launch]
-kind = "process"
-command = ["serve", "--port", "{{port}}"]
-[serve]
-tensor_parallel_size = 1
-max_model_len = 4096
-"""
-
 
 def everyday_commands() -> list[str]:
     """The commands of the fenced block after "Everyday use:", as the shell would split them
@@ -49,7 +33,7 @@ COMMANDS = everyday_commands()
 
 def candidates_folder(path: Path, name: str) -> Path:
     path.mkdir(parents=True)
-    (path / f"{name}.toml").write_text(CANDIDATE.format(name=name))
+    (path / f"{name}.toml").write_text(MINIMAL.format(name=name, tp=1, launch_extra=""))
     return path
 
 
