@@ -68,7 +68,7 @@ def test_single_stream_samples(
     assert not missed, "; ".join(missed)
 
 
-def _compare(candidate, record, summary: dict, claim) -> None:
+def _compare(candidate: Candidate, record: CandidateRecord, summary: dict, claim: Claimer) -> None:
     """TP1 baseline ratios and the roofline fraction, recorded beside the samples."""
     baseline = candidate.spec.get("baseline")
     recorded = load_finding(baseline.get("finding"), record.evidence.root) if baseline else None
@@ -87,7 +87,7 @@ def _compare(candidate, record, summary: dict, claim) -> None:
         claim("decode_fraction_of_roofline", "roofline.json", op="field", path="fraction")
 
 
-def _samples(record) -> list[dict]:
+def _samples(record: CandidateRecord) -> list[dict]:
     return [r for r in read_records(record.evidence.root / SAMPLES) if r["phase"] == "sample"]
 
 
