@@ -264,13 +264,14 @@ def assert_failed_and_blocked(
     assert not [r for r in reports if r["wasxfail"]], "a gate was reported as xfail"
     assert {gate_of_nodeid(r["nodeid"]) for r in reports if r["outcome"] == "failed"} == {gate}
     blocked = [r for r in reports if gate_of_nodeid(r["nodeid"]) in later]
-    assert {r["nodeid"] for r in blocked}, "no later gate was even reported"
+    assert {r["nodeid"] for r in blocked} or not later, "no later gate was even reported"
     for report in blocked:  # skipped at setup (nothing ran), then an empty teardown
         assert report["when"] != "call", report
         if report["when"] == "setup":
             assert report["outcome"] == "skipped", report
             assert f"blocked by {gate}" in report["reason"], report
-    assert not (inner.evidence(name) / "throughput_samples.jsonl").exists()
+    if gate != "throughput":  # a server that failed a functional gate is never benchmarked
+        assert not (inner.evidence(name) / "throughput_samples.jsonl").exists()
     xfails = inner.junit.findall(".//skipped[@type='pytest.xfail']")
     assert not xfails
     return finding
