@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -41,6 +42,9 @@ def setup(pytester: pytest.Pytester, tmp_path: Path) -> Path:
         text = CANDIDATE.format(name=name, lane=lane, cache=cache)
         (cands / f"{name}.toml").write_text(textwrap.dedent(text))
     root = Path(__file__).resolve().parents[2]
+    # The gate markers, as the project registers them (the inner run has its own rootdir).
+    ini = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
+    pytester.makeini("[pytest]\nmarkers =\n" + "".join(f"    {m}\n" for m in ini["markers"]))
     for gate in sorted((root / "tests").glob("test_0*.py")):
         pytester.makepyfile(**{gate.stem: gate.read_text()})
     return cands
@@ -73,3 +77,24 @@ def test_lane_runs_after_a_recorded_pass(pytester, setup, tmp_path):
     lane = findings["base-lane"]["gates"]
     assert lane["preflight"]["outcome"] == "passed"  # it ran: no lane block
     assert lane["model_list"]["outcome"] == "failed"  # and met its own (absent) engine
+
+
+def test_a_baseline_that_passed_earlier_in_this_run_opens_its_lane(tmp_path: Path) -> None:
+    """Mid-session a finished candidate's finding still says INCOMPLETE (the session goes on);
+    its lane must see the PASS it will have, not wait for a recorded one that does not exist."""
+    from tp2qual.candidate import GATES, Candidate
+    from tp2qual.evidence.claims import Claim
+    from tp2qual.evidence.finding import NOT_APPLICABLE, PASSED
+    from tp2qual.evidence.run import RunState
+    from tp2qual.hooks.gating import baseline_passed
+
+    spec = {"name": "base", "serve": {"tensor_parallel_size": 1}, "launch": {}, "model": {}}
+    state = RunState(tmp_path / "results", [])
+    record = state.record(Candidate(path=tmp_path / "base.toml", spec=spec))
+    assert not baseline_passed(state, "base")  # nothing ran yet
+    for gate in GATES:
+        result = record.gates[gate]
+        result.outcome = NOT_APPLICABLE if gate == "nccl" else PASSED
+        result.claims = [] if gate == "nccl" else [Claim("c", 1, "a.json", sha256="x", bytes=1)]
+    assert record.verdict() == "INCOMPLETE" and not record.finished
+    assert baseline_passed(state, "base")

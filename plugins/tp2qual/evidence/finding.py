@@ -111,10 +111,12 @@ class CandidateRecord:
                 return gate, self.gates[gate]
         return None
 
-    def verdict(self) -> Verdict:
+    def verdict(self, *, settled: bool = False) -> Verdict:
+        """The verdict now; ``settled``: as it stands once the session ends (a candidate whose
+        gates all ran is final before the session is — what a lane in the same run waits for)."""
         return derive_verdict(
             {g.outcome for g in self.gates.values()},
-            finished=self.finished,
+            finished=self.finished or settled,
             unbacked_claims=unbacked(
                 (g.outcome, [c.artifact for c in g.claims]) for g in self.gates.values()
             ),

@@ -30,7 +30,9 @@ from tp2qual.evidence.finding import (
     PASSED,
     STOPPING,
     CandidateRecord,
+    Verdict,
 )
+from tp2qual.evidence.layout import FINDING
 from tp2qual.evidence.run import RunState
 from tp2qual.exceptions import QualError, ServerError
 from tp2qual.hooks.candidates import run_key
@@ -73,11 +75,11 @@ def verdict_for(state: RunState, record: CandidateRecord, gate: str) -> str | No
 
 def baseline_passed(state: RunState, name: str) -> bool:
     record = state.records.get(name)
-    if record is not None and record.verdict() == "PASS":
-        return True
-    for finding in sorted(state.results_root.glob(f"*/{name}/finding.json")):
+    if record is not None and record.verdict(settled=True) == Verdict.PASS:
+        return True  # in this run: every gate passed, though the session goes on
+    for finding in sorted(state.results_root.glob(f"*/{name}/{FINDING}")):
         try:
-            if json.loads(finding.read_text()).get("verdict") == "PASS":
+            if json.loads(finding.read_text()).get("verdict") == Verdict.PASS:
                 return True
         except (OSError, ValueError):
             continue
