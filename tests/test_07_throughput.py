@@ -18,11 +18,10 @@ import pytest
 
 from tp2qual.checks.stats import summarize
 from tp2qual.evidence.claims import read_records
-from tp2qual.gates import Api, Candidate, CandidateRecord, Claimer
+from tp2qual.gates import Api, Candidate, CandidateRecord, Claimer, read_finding
 from tp2qual.perf.comparison import compare_baseline, roofline_for
 from tp2qual.perf.server_timings import ServerWindow
 from tp2qual.perf.throughput import measure, request_body
-from tp2qual.serving.identity import load_finding
 
 pytestmark = pytest.mark.throughput
 
@@ -71,7 +70,7 @@ def test_single_stream_samples(
 def _compare(candidate: Candidate, record: CandidateRecord, summary: dict, claim: Claimer) -> None:
     """TP1 baseline ratios and the roofline fraction, recorded beside the samples."""
     baseline = candidate.spec.get("baseline")
-    recorded = load_finding(baseline.get("finding"), record.evidence.root) if baseline else None
+    recorded = read_finding(baseline.get("finding"), record.evidence.root) if baseline else None
     record.evidence.write_json(
         "throughput_comparison.json", compare_baseline(summary, baseline, recorded)
     )

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tp2qual.evidence.finding import Finding, read_finding
 from tp2qual.perf.comparison import compare_baseline, roofline_for
 
 DATA = Path(__file__).parent / "data"
@@ -36,14 +37,36 @@ def test_a_local_pass_finding_corroborates_and_its_claims_win():
         "verdict": "PASS",
         "gates": {"throughput": {"claims": [{"name": "decode_tok_s_median", "value": 52.0}]}},
     }
-    result = compare_baseline(SUMMARY, BASELINE, finding)
+    result = compare_baseline(SUMMARY, BASELINE, Finding.from_dict(finding))
     assert result["corroborated"] is True
     assert [(r["figure"], r["baseline"]) for r in result["rows"]] == [("decode_tok_s_median", 52.0)]
 
 
 def test_a_failed_local_finding_does_not_corroborate():
-    result = compare_baseline(SUMMARY, BASELINE, {"verdict": "FAIL", "gates": {}})
+    failed = Finding.from_dict({"verdict": "FAIL", "gates": {}})
+    result = compare_baseline(SUMMARY, BASELINE, failed)
     assert result["corroborated"] is False
+
+
+def test_a_baseline_finding_is_named_by_file_or_folder_and_unreadable_is_none(tmp_path: Path):
+    folder = tmp_path / "run" / "cand"
+    folder.mkdir(parents=True)
+    (folder / "finding.json").write_text(json.dumps({"verdict": "PASS", "candidate": "cand"}))
+    assert read_finding("run/cand", tmp_path).candidate == "cand"
+    assert read_finding(folder / "finding.json", tmp_path).verdict == "PASS"
+    (folder / "finding.json").write_text("{not json")
+    assert read_finding("run/cand", tmp_path) is None
+    assert read_finding(None, tmp_path) is None
+
+
+def test_a_hand_edited_finding_reads_as_what_it_says():
+    finding = Finding.from_dict(
+        {"gates": {"throughput": {"outcome": "passed", "claims": [{"value": True}, "junk"]}}}
+    )
+    assert finding.finished is None and finding.verdict == ""
+    assert finding.gates["throughput"].claims[0].artifact == ""
+    assert finding.figures("throughput") == {}  # a bool is no figure
+    assert finding.gates["preflight"].outcome == "not_run"
 
 
 def test_roofline_from_real_h200_nvml_answers():

@@ -20,6 +20,7 @@ from test_candidate import MINIMAL
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 
+
 def everyday_commands() -> list[str]:
     """The commands of the fenced block after "Everyday use:", as the shell would split them
     (comments dropped), joined back with their quoting."""

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tp2qual.candidate import Candidate, deep_merge
-from tp2qual.evidence.finding import CandidateRecord
+from tp2qual.evidence.finding import CandidateRecord, Finding, read_finding
 from tp2qual.serving.server import Api, Exchange, Server, Stream
 
 __all__ = [
@@ -25,10 +25,12 @@ __all__ = [
     "CandidateRecord",
     "Claimer",
     "Exchange",
+    "Finding",
     "Server",
     "Stream",
     "chat_body",
     "messages",
+    "read_finding",
     "sampling_for",
 ]
 

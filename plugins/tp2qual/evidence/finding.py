@@ -11,9 +11,11 @@ file is rewritten after every gate.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
+import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
 from tp2qual.candidate import GATES, Candidate
@@ -90,6 +92,41 @@ class GateResult:
             "excerpt": self.excerpt,
         }
 
+    @classmethod
+    def from_dict(cls, data: Any) -> GateResult:
+        """A gate as written, read leniently: a hand-edited finding reads as what it says, and
+        ``verify`` then names what does not add up, instead of the reader crashing on it."""
+        data = data if isinstance(data, Mapping) else {}
+        claims = data.get("claims") if isinstance(data.get("claims"), list) else []
+        tests = data.get("tests") if isinstance(data.get("tests"), Mapping) else {}
+        diagnosis = data.get("diagnosis")
+        return cls(
+            outcome=str(data.get("outcome") or NOT_RUN),
+            reason=str(data.get("reason") or ""),
+            claims=[_claim(c) for c in claims if isinstance(c, Mapping)],
+            tests={str(k): str(v) for k, v in tests.items()},
+            seconds=_float(data.get("seconds")),
+            excerpt=[str(line) for line in data.get("excerpt") or ()],
+            error_artifact=str(data.get("error_artifact") or ""),
+            diagnosis=dict(diagnosis) if isinstance(diagnosis, Mapping) else None,
+        )
+
+
+def _claim(data: Mapping[str, Any]) -> Claim:
+    size = data.get("bytes")
+    return Claim(
+        name=str(data.get("name") or "?"),
+        value=data.get("value"),
+        artifact=str(data.get("artifact") or ""),
+        derive=dict(data["derive"]) if isinstance(data.get("derive"), Mapping) else {},
+        sha256=str(data.get("sha256") or ""),
+        bytes=size if isinstance(size, int) and not isinstance(size, bool) else None,
+    )
+
+
+def _float(value: Any) -> float:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+
 
 @dataclass
 class CandidateRecord:
@@ -145,3 +182,97 @@ class CandidateRecord:
         for result in self.gates.values():  # claims made without a stamp get one now
             result.claims = [stamp(self.evidence.root, c) for c in result.claims]
         self.evidence.write_json(FINDING, self.as_dict())
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A ``finding.json`` as read back: what verify, the report, lanes and the TP1 comparison
+    consume. ``verdict``, ``failed_gate`` and ``suite_error_gate`` are what the file *states*;
+    ``derived_verdict`` is what its gates give (``verify`` compares the two)."""
+
+    run_id: str = ""
+    candidate: str = ""
+    verdict: str = ""
+    finished: bool | None = None  # None: the file does not say, so no verdict is provable
+    started: str = ""
+    failed_gate: str | None = None
+    suite_error_gate: str | None = None
+    spec: dict[str, Any] = field(default_factory=dict)
+    identity: dict[str, Any] = field(default_factory=dict)
+    gates: dict[str, GateResult] = field(default_factory=dict)  # every gate, NOT_RUN if absent
+
+    @classmethod
+    def read(cls, path: Path) -> Finding:
+        """Raises OSError or ValueError when the file cannot be read as JSON."""
+        return cls.from_dict(json.loads(path.read_text()))
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Finding:
+        if not isinstance(data, Mapping):
+            raise ValueError("a finding is a JSON object")
+        gates = data["gates"] if isinstance(data.get("gates"), Mapping) else {}
+        names = [*GATES, *(str(g) for g in gates if g not in GATES)]
+        finished = data.get("finished")
+
+        def mapping(key: str) -> dict[str, Any]:
+            value = data.get(key)
+            return dict(value) if isinstance(value, Mapping) else {}
+
+        return cls(
+            run_id=str(data.get("run_id") or ""),
+            candidate=str(data.get("candidate") or ""),
+            verdict=str(data.get("verdict") or ""),
+            finished=bool(finished) if finished is not None else None,
+            started=str(data.get("started") or ""),
+            failed_gate=data.get("failed_gate") or None,
+            suite_error_gate=data.get("suite_error_gate") or None,
+            spec=mapping("candidate_spec"),
+            identity=mapping("identity"),
+            gates={g: GateResult.from_dict(gates.get(g)) for g in names},
+        )
+
+    @property
+    def lane_after(self) -> str | None:
+        return (self.spec.get("lane") or {}).get("after")
+
+    @property
+    def description(self) -> str:
+        return str(self.spec.get("description") or "")
+
+    def first(self, outcome: str) -> str | None:
+        return next((g for g in GATES if self.gates[g].outcome == outcome), None)
+
+    def claims(self) -> list[tuple[str, Claim]]:
+        return [(gate, claim) for gate, result in self.gates.items() for claim in result.claims]
+
+    def figures(self, gate: str) -> dict[str, float]:
+        """A gate's numeric claims by name (the TP1 comparison reads the throughput gate's)."""
+        result = self.gates.get(gate) or GateResult()
+        return {
+            c.name: c.value
+            for c in result.claims
+            if isinstance(c.value, int | float) and not isinstance(c.value, bool)
+        }
+
+    def derived_verdict(self) -> Verdict:
+        return derive_verdict(
+            {self.gates[g].outcome for g in GATES},
+            finished=bool(self.finished),
+            unbacked_claims=unbacked(
+                (self.gates[g].outcome, [c.artifact for c in self.gates[g].claims]) for g in GATES
+            ),
+        )
+
+
+def read_finding(ref: str | Path | None, base: Path) -> Finding | None:
+    """A recorded finding named by path (a finding.json, or a folder holding one, relative to
+    ``base``), or None when there is none or it cannot be read."""
+    if not ref:
+        return None
+    path = Path(ref).expanduser()
+    path = path if path.is_absolute() else (base / path)
+    path = path / FINDING if path.is_dir() else path
+    try:
+        return Finding.read(path)
+    except (OSError, ValueError):
+        return None

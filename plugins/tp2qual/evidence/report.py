@@ -19,7 +19,15 @@ from urllib.parse import quote
 import jinja2
 
 from tp2qual.candidate import GATES
-from tp2qual.evidence.claims import read_records
+from tp2qual.evidence.claims import Claim, read_records
+from tp2qual.evidence.finding import (
+    ERROR,
+    FAILED,
+    Finding,
+    GateResult,
+    Verdict,
+    read_finding,
+)
 from tp2qual.evidence.layout import FINDING, MANIFEST, REPORT, atomic_write
 from tp2qual.evidence.report_model import (
     FIGURES,
@@ -92,36 +100,29 @@ def stated_sampling(cand_dir: Path, gate: str) -> str:
 
 
 def build_gate(
-    run_dir: Path, cand_dir: Path, gate: str, data: dict[str, Any], manifest: dict[str, Any]
+    run_dir: Path, cand_dir: Path, gate: str, result: GateResult, manifest: dict[str, Any]
 ) -> GateRow:
-    claims = data.get("claims") or []
-    files = gate_artifacts(cand_dir, gate, [c.get("artifact", "") for c in claims])
-    if data.get("outcome") == "failed" and (cand_dir / "server.log").is_file():
+    files = gate_artifacts(cand_dir, gate, [c.artifact for c in result.claims])
+    if result.outcome == FAILED and (cand_dir / "server.log").is_file():
         files.append(cand_dir / "server.log")
-    if data.get("error_artifact") and (cand_dir / data["error_artifact"]).is_file():
-        files.append(cand_dir / data["error_artifact"])
+    if result.error_artifact and (cand_dir / result.error_artifact).is_file():
+        files.append(cand_dir / result.error_artifact)
     rows = tuple(
-        ClaimRow(
-            c.get("name", "?"),
-            fmt(c.get("value")),
-            _claim_link(run_dir, cand_dir, c, manifest),
-            (c.get("sha256") or "")[:12],
-        )
-        for c in claims
+        ClaimRow(c.name, fmt(c.value), _claim_link(run_dir, cand_dir, c, manifest), c.sha256[:12])
+        for c in result.claims
     )
-    outcome = data.get("outcome", "not_run")
     return GateRow(
         gate,
-        outcome,
-        OUTCOME_LABELS.get(outcome, outcome),
-        data.get("reason", ""),
-        float(data.get("seconds") or 0.0),
+        result.outcome,
+        OUTCOME_LABELS.get(result.outcome, result.outcome),
+        result.reason,
+        result.seconds,
         rows,
-        tuple(sorted((data.get("tests") or {}).items())),
-        tuple(data.get("excerpt") or ()),
+        tuple(sorted(result.tests.items())),
+        tuple(result.excerpt),
         tuple(_link(run_dir, p, manifest) for p in files),
         stated_sampling(cand_dir, gate),
-        causes_of(data.get("diagnosis")),
+        causes_of(result.diagnosis),
     )
 
 
@@ -160,18 +161,18 @@ def causes_of(diagnosis: dict[str, Any] | None) -> tuple[Cause, ...]:
 
 
 def _claim_link(
-    run_dir: Path, cand_dir: Path, claim: dict[str, Any], manifest: dict[str, Any]
+    run_dir: Path, cand_dir: Path, claim: Claim, manifest: dict[str, Any]
 ) -> Link | None:
-    path = cand_dir / (claim.get("artifact") or "")
-    return _link(run_dir, path, manifest) if claim.get("artifact") and path.is_file() else None
+    path = cand_dir / claim.artifact
+    return _link(run_dir, path, manifest) if claim.artifact and path.is_file() else None
 
 
-def identity_facts(cand_dir: Path, finding: dict[str, Any]) -> tuple[Fact, ...]:
-    ident = finding.get("identity") or {}
+def identity_facts(cand_dir: Path, finding: Finding) -> tuple[Fact, ...]:
+    ident = finding.identity
     model = ident.get("model") or _json(cand_dir / "identity/model.json") or {}
     engine = ident.get("engine") or _json(cand_dir / "identity/engine.json") or {}
     launch = ident.get("launch") or _json(cand_dir / "launch.json") or {}
-    spec = finding.get("candidate_spec") or {}
+    spec = finding.spec
     topology = ident.get("topology") or _json(cand_dir / "identity/topology.json")
     facts = [
         ("model", model.get("repo") or (spec.get("model") or {}).get("repo")),
@@ -191,8 +192,8 @@ def identity_facts(cand_dir: Path, finding: dict[str, Any]) -> tuple[Fact, ...]:
     return tuple(Fact(k, fmt(v, 400)) for k, v in facts if v not in (None, "", {}, []))
 
 
-def launch_flags(cand_dir: Path, finding: dict[str, Any]) -> tuple[str, ...]:
-    launch = _json(cand_dir / "launch.json") or (finding.get("identity") or {}).get("launch") or {}
+def launch_flags(cand_dir: Path, finding: Finding) -> tuple[str, ...]:
+    launch = _json(cand_dir / "launch.json") or finding.identity.get("launch") or {}
     return tuple(str(a) for a in launch.get("argv") or ())
 
 
@@ -303,7 +304,7 @@ def comparison(run_dir: Path, candidate: str, verdict: str) -> Comparison | None
     before_dir = previous_run(run_dir, candidate)
     if before_dir is None:
         return None
-    before = _json(before_dir / candidate / FINDING) or {}
+    before = read_finding(before_dir / candidate, run_dir)
     now_stats = _json(run_dir / candidate / SUMMARY) or {}
     old_stats = _json(before_dir / candidate / SUMMARY) or {}
     medians = {
@@ -319,30 +320,30 @@ def comparison(run_dir: Path, candidate: str, verdict: str) -> Comparison | None
         before_dir.name,
         f"../{quote(before_dir.name)}/{REPORT}",
         verdict,
-        before.get("verdict", "?"),
+        (before.verdict if before else "") or "?",
         rows,
     )
 
 
 def build_candidate(run_dir: Path, cand_dir: Path, manifest: dict[str, Any]) -> CandidateView:
-    finding = _json(cand_dir / FINDING) or {}
-    gates_data = finding.get("gates") or {}
+    finding = read_finding(cand_dir, run_dir) or Finding()
     gates = tuple(
-        build_gate(run_dir, cand_dir, g, gates_data.get(g) or {}, manifest) for g in GATES
+        build_gate(run_dir, cand_dir, g, finding.gates.get(g) or GateResult(), manifest)
+        for g in GATES
     )
-    verdict = finding.get("verdict", "INCOMPLETE")
+    verdict = finding.verdict or Verdict.INCOMPLETE
     files = sorted(p for p in cand_dir.rglob("*") if p.is_file() and not p.name.endswith(".tmp"))
     return CandidateView(
         name=cand_dir.name,
         verdict=verdict,
-        failed_gate=finding.get("failed_gate") or "",
-        started=finding.get("started", ""),
-        description=(finding.get("candidate_spec") or {}).get("description", ""),
+        failed_gate=finding.failed_gate or "",
+        started=finding.started,
+        description=finding.description,
         gates=gates,
         identity=identity_facts(cand_dir, finding),
         launch_flags=launch_flags(cand_dir, finding),
-        failures=tuple(g for g in gates if g.outcome == "failed"),
-        suite_errors=tuple(g for g in gates if g.outcome == "error"),
+        failures=tuple(g for g in gates if g.outcome == FAILED),
+        suite_errors=tuple(g for g in gates if g.outcome == ERROR),
         stats=stat_rows(_json(cand_dir / SUMMARY)),
         plots=sample_plots(cand_dir),
         context=performance_context(cand_dir),

@@ -15,17 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from tp2qual.candidate import GATES
-from tp2qual.evidence.claims import DerivationError, derive_from, same, sha256_bytes
-from tp2qual.evidence.finding import (
-    ERROR,
-    FAILED,
-    NOT_RUN,
-    PASSED,
-    Outcome,
-    Verdict,
-    derive_verdict,
-    unbacked,
-)
+from tp2qual.evidence.claims import Claim, DerivationError, derive_from, same, sha256_bytes
+from tp2qual.evidence.finding import ERROR, FAILED, PASSED, Finding, Outcome, Verdict
 from tp2qual.evidence.layout import FINDING, MANIFEST, NOT_HASHED, sha256_of
 
 OUTCOMES = frozenset(str(o) for o in Outcome)
@@ -140,107 +131,83 @@ def check_candidate(
 ) -> list[Problem]:
     where = f"{cand_dir.name}/{FINDING}"
     try:
-        finding = json.loads((cand_dir / FINDING).read_text())
+        finding = Finding.read(cand_dir / FINDING)
     except (OSError, ValueError) as exc:
         return [Problem("finding", where, f"unreadable: {exc}")]
     problems = check_verdict(finding, where) + check_backing(finding, where)
     problems += check_suite_errors(cand_dir, finding, where)
-    if finding.get("run_id") != run_dir.name:
+    if finding.run_id != run_dir.name:
         problems.append(
-            Problem(
-                "finding", where, f"belongs to run {finding.get('run_id')!r}, not {run_dir.name!r}"
-            )
+            Problem("finding", where, f"belongs to run {finding.run_id!r}, not {run_dir.name!r}")
         )
-    for gate, claim in _claims(finding):
+    for gate, claim in finding.claims():
         result.claims += 1
         problem = check_claim(cand_dir, claim, listed)
         if problem:
-            problems.append(
-                Problem(problem[0], f"{where} [{gate}.{claim.get('name')}]", problem[1])
-            )
+            problems.append(Problem(problem[0], f"{where} [{gate}.{claim.name}]", problem[1]))
     return problems
 
 
-def _claims(finding: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    gates = finding.get("gates", {})
-    return [(g, c) for g, r in gates.items() for c in (r or {}).get("claims", [])]
-
-
-def check_verdict(finding: dict[str, Any], where: str) -> list[Problem]:
+def check_verdict(finding: Finding, where: str) -> list[Problem]:
     """The verdict and failed gate the finding states must be what its gates give."""
-    gates = finding.get("gates") or {}
-    outcomes = {(gates.get(g) or {}).get("outcome", NOT_RUN) for g in GATES}
+    outcomes = {finding.gates[g].outcome for g in GATES}
     problems = [
         Problem("finding", where, f"unknown gate outcome {o!r}")
         for o in sorted(outcomes - OUTCOMES)
     ]
-    if "finished" not in finding:
+    if finding.finished is None:
         return [*problems, Problem("finding", where, "no 'finished' field: verdict unprovable")]
-    backing = [
-        (
-            (gates.get(g) or {}).get("outcome", NOT_RUN),
-            [c.get("artifact") for c in (gates.get(g) or {}).get("claims", [])],
-        )
-        for g in GATES
-    ]
-    expected = derive_verdict(
-        outcomes, finished=bool(finding["finished"]), unbacked_claims=unbacked(backing)
-    )
-    if finding.get("verdict") != expected:
+    expected = finding.derived_verdict()
+    if finding.verdict != expected:
         problems.append(
             Problem(
-                "verdict", where, f"states {finding.get('verdict')} but its gates give {expected}"
+                "verdict",
+                where,
+                f"states {finding.verdict or 'no verdict'} but its gates give {expected}",
             )
         )
-    for field_name, outcome in (("failed_gate", FAILED), ("suite_error_gate", ERROR)):
-        first = next((g for g in GATES if (gates.get(g) or {}).get("outcome") == outcome), None)
-        if finding.get(field_name) != first and (field_name in finding or first):
+    for field_name, stated, outcome in (
+        ("failed_gate", finding.failed_gate, FAILED),
+        ("suite_error_gate", finding.suite_error_gate, ERROR),
+    ):
+        if stated != (first := finding.first(outcome)):
             problems.append(
-                Problem(
-                    "verdict",
-                    where,
-                    f"names {field_name} {finding.get(field_name)!r}; its gates say {first!r}",
-                )
+                Problem("verdict", where, f"names {field_name} {stated!r}; its gates say {first!r}")
             )
     return problems
 
 
-def check_suite_errors(cand_dir: Path, finding: dict[str, Any], where: str) -> list[Problem]:
+def check_suite_errors(cand_dir: Path, finding: Finding, where: str) -> list[Problem]:
     """A suite error keeps its traceback: the gate names the artifact and it is on disk."""
-    problems = []
-    for gate, result in (finding.get("gates") or {}).items():
-        if (result or {}).get("outcome") != ERROR:
-            continue
-        artifact = result.get("error_artifact") or ""
-        if not artifact or not (cand_dir / artifact).is_file():
-            problems.append(
-                Problem("finding", where, f"suite error in {gate} without its traceback artifact")
-            )
-    return problems
+    return [
+        Problem("finding", where, f"suite error in {gate} without its traceback artifact")
+        for gate, result in finding.gates.items()
+        if result.outcome == ERROR
+        and not (result.error_artifact and (cand_dir / result.error_artifact).is_file())
+    ]
 
 
-def check_backing(finding: dict[str, Any], where: str) -> list[Problem]:
+def check_backing(finding: Finding, where: str) -> list[Problem]:
     """A PASS rests on claims: every passed gate has one and every claim names an artifact."""
-    if finding.get("verdict") != Verdict.PASS:
+    if finding.verdict != Verdict.PASS:
         return []
     problems = []
-    for gate, result in (finding.get("gates") or {}).items():
-        claims = (result or {}).get("claims") or []
-        if result.get("outcome") == PASSED and not claims:
+    for gate, result in finding.gates.items():
+        if result.outcome == PASSED and not result.claims:
             problems.append(Problem("unbacked", where, f"PASS, but gate {gate} has no claim"))
         problems += [
-            Problem("unbacked", where, f"PASS, but claim {gate}.{c.get('name')} names no artifact")
-            for c in claims
-            if not c.get("artifact")
+            Problem("unbacked", where, f"PASS, but claim {gate}.{c.name} names no artifact")
+            for c in result.claims
+            if not c.artifact
         ]
     return problems
 
 
 def check_claim(
-    cand_dir: Path, claim: dict[str, Any], listed: dict[str, dict[str, Any]]
+    cand_dir: Path, claim: Claim, listed: dict[str, dict[str, Any]]
 ) -> tuple[str, str] | None:
     """(kind, detail) when the claim is not backed by the bytes it was derived from."""
-    artifact = claim.get("artifact") or ""
+    artifact = claim.artifact
     if not artifact:
         return None  # reported by check_backing / check_verdict
     path = (cand_dir / artifact).resolve()
@@ -253,17 +220,17 @@ def check_claim(
     return _check_claim_bytes(path, artifact, claim)
 
 
-def _check_claim_bytes(path: Path, artifact: str, claim: dict[str, Any]) -> tuple[str, str] | None:
-    if not claim.get("sha256") or claim.get("bytes") is None:
+def _check_claim_bytes(path: Path, artifact: str, claim: Claim) -> tuple[str, str] | None:
+    if not claim.sha256 or claim.bytes is None:
         return "claim", f"no sha256/bytes of {artifact} recorded at claim time"
     data = path.read_bytes()
-    prefix = data[: int(claim["bytes"])]
-    if len(data) < int(claim["bytes"]) or sha256_bytes(prefix) != claim["sha256"]:
+    prefix = data[: claim.bytes]
+    if len(data) < claim.bytes or sha256_bytes(prefix) != claim.sha256:
         return "tampered", f"{artifact} no longer holds the bytes the claim was derived from"
     try:
-        derived = derive_from(prefix, path, claim.get("derive") or {})
+        derived = derive_from(prefix, path, claim.derive)
     except DerivationError as exc:
         return "claim", f"not found in {artifact}: {exc}"
-    if not same(claim.get("value"), derived):
-        return "claim", f"claims {claim.get('value')!r}, {artifact} gives {derived!r}"
+    if not same(claim.value, derived):
+        return "claim", f"claims {claim.value!r}, {artifact} gives {derived!r}"
     return None

@@ -13,7 +13,6 @@ the gate is ERROR with its traceback kept as an artifact, and the candidate is n
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Generator
 from pathlib import Path
@@ -31,6 +30,7 @@ from tp2qual.evidence.finding import (
     STOPPING,
     CandidateRecord,
     Verdict,
+    read_finding,
 )
 from tp2qual.evidence.layout import FINDING
 from tp2qual.evidence.run import RunState
@@ -77,13 +77,10 @@ def baseline_passed(state: RunState, name: str) -> bool:
     record = state.records.get(name)
     if record is not None and record.verdict(settled=True) == Verdict.PASS:
         return True  # in this run: every gate passed, though the session goes on
-    for finding in sorted(state.results_root.glob(f"*/{name}/{FINDING}")):
-        try:
-            if json.loads(finding.read_text()).get("verdict") == Verdict.PASS:
-                return True
-        except (OSError, ValueError):
-            continue
-    return False
+    return any(
+        (finding := read_finding(path, state.results_root)) and finding.verdict == Verdict.PASS
+        for path in sorted(state.results_root.glob(f"*/{name}/{FINDING}"))
+    )
 
 
 def _context(item: pytest.Item) -> tuple[RunState, CandidateRecord, str] | None:

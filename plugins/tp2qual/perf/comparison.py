@@ -1,5 +1,6 @@
 """What a throughput result is measured against: the candidate's dated TP1 baseline, and the
-single-stream decode roofline of its GPUs. Pure: takes dicts, returns JSON-ready dicts.
+single-stream decode roofline of its GPUs. Pure: takes figures and a read finding, returns
+JSON-ready dicts.
 
 A baseline counts as *corroborated* only when it points at a raw local artifact (a finding.json
 under results/, or a run folder holding one) that carries the figure; numbers copied from prose
@@ -14,25 +15,20 @@ from typing import Any
 
 from tp2qual.checks.stats import ratio
 from tp2qual.checks.topology import memory_bandwidth_gbs
+from tp2qual.evidence.finding import Finding, Verdict
 from tp2qual.perf.roofline import decode_bound, fraction
-
-
-def baseline_figures_from_finding(finding: Mapping[str, Any]) -> dict[str, float]:
-    """Claims of a recorded finding's throughput gate, by name."""
-    claims = finding.get("gates", {}).get("throughput", {}).get("claims", [])
-    return {c["name"]: c["value"] for c in claims if isinstance(c.get("value"), int | float)}
 
 
 def compare_baseline(
     summary: Mapping[str, Mapping[str, float]],
     baseline: Mapping[str, Any] | None,
-    recorded: Mapping[str, Any] | None = None,
+    recorded: Finding | None = None,
 ) -> dict[str, Any]:
     """TP(this)/TP(baseline) ratios per figure; ``recorded`` is the baseline's finding if local."""
     if not baseline:
         return {"baseline": None}
-    corroborated = recorded is not None and recorded.get("verdict") == "PASS"
-    figures = baseline_figures_from_finding(recorded) if recorded and corroborated else {}
+    corroborated = recorded is not None and recorded.verdict == Verdict.PASS
+    figures = recorded.figures("throughput") if recorded and corroborated else {}
     figures = figures or dict(baseline.get("figures", {}))
     rows = []
     for key, then in sorted(figures.items()):

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 
 from tp2qual.candidate import Candidate
-from tp2qual.evidence.layout import FINDING, sha256_unchanged
+from tp2qual.evidence.layout import sha256_unchanged
 from tp2qual.exceptions import PinMismatch
 from tp2qual.gpu import host_info
 
@@ -139,16 +139,3 @@ def host_identity() -> dict[str, Any]:
 
 def dumps(obj: Any) -> str:
     return json.dumps(obj, indent=2, sort_keys=True, default=str)
-
-
-def load_finding(ref: str | None, base: Path) -> dict[str, Any] | None:
-    """A recorded finding named by path (a finding.json, or a folder holding one), or None."""
-    if not ref:
-        return None
-    path = Path(ref).expanduser()
-    path = path if path.is_absolute() else (base / path)
-    path = path / FINDING if path.is_dir() else path
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None

@@ -19,12 +19,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from tp2qual.checks.diagnosis import memory, transport
 from tp2qual.checks.diagnosis.hangs import (
     dist_error,
     other_warnings,
     rule_collective_hang,
     rule_harmless,
     rule_init_pending,
+)
+from tp2qual.checks.diagnosis.host import rule_offline_missing, rule_port_in_use
+from tp2qual.checks.diagnosis.memory import (
+    rule_cuda_999,
+    rule_expandable_segments,
+    rule_oom,
+    rule_shm_attach,
+    rule_shm_exhausted,
 )
 from tp2qual.checks.diagnosis.model import (
     FAILURE,
@@ -41,19 +50,11 @@ from tp2qual.checks.diagnosis.model import (
     settings_of,
     wsl2_of,
 )
-from tp2qual.checks.diagnosis.platform import (
-    EXPLAINS,
-    rule_cuda_999,
+from tp2qual.checks.diagnosis.transport import (
     rule_device_visibility,
-    rule_expandable_segments,
     rule_nvls,
-    rule_offline_missing,
-    rule_oom,
     rule_p2p_failure,
     rule_peer_mapping,
-    rule_port_in_use,
-    rule_shm_attach,
-    rule_shm_exhausted,
 )
 
 __all__ = [
@@ -68,6 +69,8 @@ __all__ = [
     "context",
     "diagnose",
 ]
+
+EXPLAINS = memory.EXPLAINS | transport.EXPLAINS
 
 RULES: tuple[Rule, ...] = (
     rule_cuda_999,

@@ -210,3 +210,12 @@ def evidence_of(lines: list[Line], limit: int = 6) -> tuple[tuple[int, str], ...
 
 
 Rule = Callable[[Context], list[Finding]]
+
+
+_SITE = re.compile(r"(?P<site>[\w/]+\.(?:cc|h|cu|cpp):\d+)")
+
+
+def call_site(line: Line) -> str:
+    """The source file:line a log line names (NCCL's own ``transport/p2p.cc:275``), if any."""
+    m = _SITE.search(line.text)
+    return m["site"] if m else "an NCCL call"
