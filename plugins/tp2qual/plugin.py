@@ -8,4 +8,5 @@ pytest_plugins = [
     "tp2qual.hooks.server",
     "tp2qual.hooks.evidence",
     "tp2qual.hooks.docker",
+    "tp2qual.hooks.hosts",
 ]

@@ -139,6 +139,15 @@ class CandidateRecord:
     finished: bool = False
     server_down: str = ""  # set once the server failed to start or died: nothing more can run
 
+    def adopt(self, left: Finding) -> None:
+        """Take over what a dead worker recorded for this candidate: its gates stay as they
+        were, and nothing more runs (its server died with it), so the verdict is INCOMPLETE."""
+        self.started = left.started or self.started
+        self.identity = left.identity
+        self.gates = {g: left.gates.get(g) or GateResult() for g in GATES}
+        running = next((g for g in GATES if self.gates[g].outcome == NOT_RUN), GATES[-1])
+        self.server_down = f"{running} (the worker running this candidate died)"
+
     def first_failure(self) -> tuple[str, GateResult] | None:
         return self.first(FAILED)
 

@@ -47,7 +47,7 @@ class Evidence:
 
 def atomic_write(path: Path, text: str) -> Path:
     """Write ``path`` whole or not at all: a crash leaves the previous version, never half."""
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # workers may write the same file
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
     return path

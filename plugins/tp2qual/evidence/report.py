@@ -188,8 +188,18 @@ def identity_facts(cand_dir: Path, finding: Finding) -> tuple[Fact, ...]:
         ("bounded context", (spec.get("serve") or {}).get("max_model_len")),
         ("GPU topology", topology),
         ("host", (ident.get("host") or {}).get("os")),
+        ("ran on Docker host", _docker_host(ident.get("docker_host"))),
     ]
     return tuple(Fact(k, fmt(v, 400)) for k, v in facts if v not in (None, "", {}, []))
+
+
+def _docker_host(host: dict[str, Any] | None) -> str | None:
+    """``--hosts`` runs: which host served the candidate, through which endpoint and worker."""
+    if not host:
+        return None
+    return (
+        f"{host.get('name')} ({host.get('docker')}, {host.get('reached_by')}; {host.get('worker')})"
+    )
 
 
 def launch_flags(cand_dir: Path, finding: Finding) -> tuple[str, ...]:

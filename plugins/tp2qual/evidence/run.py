@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tp2qual.candidate import Candidate
-from tp2qual.evidence.finding import CandidateRecord
-from tp2qual.evidence.layout import Evidence
+from tp2qual.evidence.finding import CandidateRecord, Finding
+from tp2qual.evidence.layout import FINDING, Evidence
 from tp2qual.redact import Redactor
 
 
@@ -25,6 +25,12 @@ class RunState:
     candidates: list[Candidate]
     run_id: str = field(default_factory=new_run_id)
     records: dict[str, CandidateRecord] = field(default_factory=dict)
+    # Set when several processes (xdist workers, one per host) write this run: the controller,
+    # not a worker, closes it (final manifest, verification, report).
+    shared: bool = False
+    # Candidates that cannot run in this run at all, and why (their host is down, no host fits):
+    # their gates are recorded NOT_RUN with the reason, so the finding is INCOMPLETE, never FAIL.
+    not_run: dict[str, str] = field(default_factory=dict)
 
     @property
     def run_dir(self) -> Path:
@@ -36,16 +42,28 @@ class RunState:
     def record(self, candidate: Candidate) -> CandidateRecord:
         """The candidate's record, creating its evidence folder on first use."""
         if candidate.name not in self.records:
-            self._mark_latest()
+            self.mark_latest()
             evidence = Evidence(self.run_dir / candidate.name, self.redactor(candidate))
-            self.records[candidate.name] = CandidateRecord(candidate, evidence, self.run_id)
+            record = CandidateRecord(candidate, evidence, self.run_id)
+            if self.shared and (found := self._left_by_another(evidence.root / FINDING)):
+                record.adopt(found)
+            self.records[candidate.name] = record
         return self.records[candidate.name]
 
-    def _mark_latest(self) -> None:
+    @staticmethod
+    def _left_by_another(path: Path) -> Finding | None:
+        """A finding of this run already on disk when this worker first meets the candidate:
+        the worker that held it died (xdist hands its unfinished tests to a fresh worker)."""
+        try:
+            return Finding.read(path)
+        except (OSError, ValueError):
+            return None
+
+    def mark_latest(self) -> None:
         """``results/latest`` points at the newest run (relative link, survives moves)."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
         latest = self.results_root / "latest"
-        tmp = self.results_root / f".latest-{self.run_id}"
+        tmp = self.results_root / f".latest-{self.run_id}-{os.getpid()}"
         if latest.is_symlink() and os.readlink(latest) == self.run_id:
             return
         tmp.unlink(missing_ok=True)

@@ -44,7 +44,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 # Options whose value is a path. pytest settles the rootdir and ini file before it loads this
 # plugin (a pytest11 entry point), so then it takes the DIR of `--candidates DIR` for a test path:
 # rootdir becomes DIR and pyproject.toml's settings are dropped (pytest-dev/pytest#8846).
-PATH_OPTIONS = ("--candidates", "--results")
+PATH_OPTIONS = ("--candidates", "--results", "--hosts")
 
 
 def joined_path_options(args: tuple[str, ...]) -> list[str] | None:
@@ -112,7 +112,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "candidate" not in metafunc.fixturenames:
         return
     state = metafunc.config.stash[run_key]
-    params = [pytest.param(c, id=c.name, marks=_skip_marks(c)) for c in state.candidates]
+    spread = bool(metafunc.config.getoption("hosts", None))  # hosts plugin: judged per host
+    params = [
+        pytest.param(c, id=c.name, marks=[] if spread else _skip_marks(c)) for c in state.candidates
+    ]
     metafunc.parametrize("candidate", params, scope="session")
 
 

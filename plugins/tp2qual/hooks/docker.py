@@ -33,7 +33,9 @@ def pull_images(request: pytest.FixtureRequest) -> bool:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    if session.config.getoption("plan", False) or not _wants_docker(session):
+    if session.config.getoption("plan", False) or session.config.getoption("hosts", None):
+        return  # with --hosts the controller sweeps each host (hooks/hosts.py)
+    if not _wants_docker(session):
         return
     from tp2qual.serving.launchers.docker.sweep import sweep
 

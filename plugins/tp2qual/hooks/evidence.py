@@ -38,9 +38,14 @@ def close_run(state: RunState, *, interrupted: bool) -> None:
     for record in state.records.values():
         record.finished = not interrupted
         record.save()
-    if state.records:
-        write_manifest(state.run_dir, run_id=state.run_id, final=True, interrupted=interrupted)
-        write_report(state.run_dir, verify_run(state.run_dir))  # the one verification
+    if state.records and not state.shared:  # a shared run is closed by its controller
+        seal_run(state.run_dir, state.run_id, interrupted=interrupted)
+
+
+def seal_run(run_dir: Path, run_id: str, *, interrupted: bool) -> None:
+    """The final manifest, the run's one verification, and the report built on it."""
+    write_manifest(run_dir, run_id=run_id, final=True, interrupted=interrupted)
+    write_report(run_dir, verify_run(run_dir))
 
 
 def _interrupted(exitstatus: int | pytest.ExitCode) -> bool:

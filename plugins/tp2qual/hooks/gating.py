@@ -26,6 +26,7 @@ from tp2qual.evidence.finding import (
     ERROR,
     FAILED,
     NOT_APPLICABLE,
+    NOT_RUN,
     PASSED,
     STOPPING,
     CandidateRecord,
@@ -57,6 +58,8 @@ def verdict_for(state: RunState, record: CandidateRecord, gate: str) -> str | No
     reason = record.candidate.not_applicable(gate)
     if reason:
         return f"not applicable: {reason}"
+    if why := state.not_run.get(record.candidate.name):
+        return f"not run: {why}"
     if record.server_down:
         return f"blocked by {record.server_down}"
     for earlier in GATES[: GATES.index(gate)]:
@@ -128,7 +131,13 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         return
     result = record.gates[gate]
     if result.outcome not in (FAILED, ERROR):  # a gate that already failed stays failed
-        result.outcome = NOT_APPLICABLE if why.startswith("not applicable") else BLOCKED
+        result.outcome = (
+            NOT_APPLICABLE
+            if why.startswith("not applicable")
+            else NOT_RUN
+            if why.startswith("not run")
+            else BLOCKED
+        )
         result.reason = why
         record.save()
     pytest.skip(why)

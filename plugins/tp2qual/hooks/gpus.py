@@ -8,6 +8,7 @@ depends on the other having run.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -26,9 +27,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+# Who reads the GPUs a candidate runs on: NVML here, or (hosts plugin) a probe container on the
+# candidate's Docker host, so GPU facts always come from the machine that serves.
+snapshot_reader_key = pytest.StashKey[Callable[[Candidate], dict[str, Any]]]()
+
+
 @pytest.fixture(scope="session")
-def gpu_snapshot(candidate: Candidate, record: CandidateRecord) -> dict[str, Any]:
-    snapshot = gpu.snapshot()
+def gpu_snapshot(
+    request: pytest.FixtureRequest, candidate: Candidate, record: CandidateRecord
+) -> dict[str, Any]:
+    read = request.config.stash.get(snapshot_reader_key, None)
+    snapshot = read(candidate) if read is not None else gpu.snapshot()
     record.identity["topology"] = snapshot
     record.evidence.write_json("topology.json", snapshot)
     record.save()

@@ -28,7 +28,9 @@ def open_client(timeout: float = API_TIMEOUT_S) -> Any:
     """A client of the engine ``DOCKER_HOST`` names; the caller closes it."""
     import docker
 
-    return docker.from_env(timeout=int(timeout))
+    # ssh:// through the ssh client (the user's keys and ~/.ssh/config), not paramiko
+    over_ssh = engine_url().startswith("ssh://")
+    return docker.from_env(timeout=int(timeout), use_ssh_client=over_ssh)
 
 
 @contextmanager
@@ -51,10 +53,13 @@ def _socket_answers(path: str, timeout: float) -> str | None:
     return None
 
 
-@cache
 def unavailable(timeout: float = 5.0) -> str | None:
     """Why no Docker engine can be used here, or None when one answers a ping."""
-    url = engine_url()
+    return _unavailable(engine_url(), timeout)
+
+
+@cache  # per endpoint: a worker bound to a host asks about that host
+def _unavailable(url: str, timeout: float) -> str | None:
     if url.startswith("unix://") and (problem := _socket_answers(url[7:], timeout)):
         return f"needs a running Docker engine (none answers at {url}: {problem})"
     try:

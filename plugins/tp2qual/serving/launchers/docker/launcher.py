@@ -42,6 +42,7 @@ from tp2qual.serving.launchers.docker.run_args import (
     sdk_kwargs,
 )
 from tp2qual.serving.launchers.docker.sweep import exited_from_state, redact_inspect
+from tp2qual.serving.launchers.docker.tunnel import SshTunnel, tunnel_for
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +83,7 @@ class DockerLauncher(LauncherBase):
         self._pin: Pin | None = None
         self._log_stream: Any = None
         self._final: Exited | None = None
+        self._tunnel: SshTunnel | None = None
 
     @property
     def inspect_path(self) -> Path:
@@ -134,6 +136,9 @@ class DockerLauncher(LauncherBase):
                 log_path=self.log.path,
             ) from None
         self.log.pump(self._log_chunks())
+        self._tunnel = tunnel_for(self.port)  # a remote host: its loopback server, here
+        if self._tunnel is not None:
+            self._tunnel.open()
 
     def verify_image(self) -> dict[str, Any]:
         """The pin check alone, for the preflight gate: image facts, or PinMismatch."""
@@ -231,6 +236,8 @@ class DockerLauncher(LauncherBase):
         finally:
             self._remove(extra)
             self._close_client()
+            if self._tunnel is not None:
+                self._tunnel.close()
         self._stopped = StopReport(
             how=how,
             seconds=round(time.monotonic() - began, 3),

@@ -54,13 +54,15 @@ def sweep(
     reason: str,
     keep_run: str | None = None,
     only_session: str | None = None,
+    only_run: str | None = None,
     save_to: Path | None = None,
 ) -> list[str]:
     """Remove containers labelled ``tp2qual.run`` and return what was removed.
 
     At session start pass ``keep_run=<this run>``: leftovers of earlier runs go, except those
     whose session process is still alive on this host (another pytest is using them: the
-    preflight busy check reports it). At session end pass ``only_session=SESSION``.
+    preflight busy check reports it). At session end pass ``only_session=SESSION``, or
+    ``only_run=<this run>`` for everything of the run whichever process started it (hosts).
     With ``save_to``, each leftover's inspect JSON and last log lines are written there first.
     """
     removed = []
@@ -70,7 +72,13 @@ def sweep(
             continue
         if only_session is not None and labels.get(SESSION_LABEL) != only_session:
             continue
-        if only_session is None and _session_alive(labels.get(SESSION_LABEL, "")):
+        if only_run is not None and labels.get(RUN_LABEL) != only_run:
+            continue
+        if (
+            only_session is None
+            and only_run is None
+            and _session_alive(labels.get(SESSION_LABEL, ""))
+        ):
             continue
         if save_to is not None:
             _save_leftover(container, save_to)
