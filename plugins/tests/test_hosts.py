@@ -120,6 +120,10 @@ def test_two_hosts_one_run_one_verified_report(copies: Path, engines: tuple[Host
     assert topology["source"] == "nvml-container" and topology["read_on"]["name"] in placed
     cases = inner.junit.iter("testcase")
     assert {n for c in cases for n in NAMES if f"[{n}" in c.get("name", "")} == set(NAMES)
+    properties = {p.get("name"): p.get("value") for p in inner.junit.iter("property")}
+    for name in NAMES:  # one JUnit file, with each candidate's verdict and host
+        assert properties[f"candidate.{name}.verdict"] == "PASS", properties
+        assert properties[f"candidate.{name}.docker_host"] == host_of(inner, name)["name"]
     assert "qualification on hosts" in inner.proc.stdout
     assert run_containers(engines, inner.run_dir.name) == []
 

@@ -14,8 +14,8 @@ import pytest
 from test_candidate import write
 
 from tp2qual.candidate import Candidate, load_candidate
-from tp2qual.hooks.hosts import Fleet, candidate_in, placement_for
 from tp2qual.hosts import Host, HostsError, load_hosts, without_password
+from tp2qual.placement import Fleet, candidate_in, placement_for, why_not_run
 
 ROOT = Path(__file__).resolve().parents[2]
 CAMPAIGN = ROOT / "candidates"
@@ -153,11 +153,12 @@ def test_placement_keeps_lanes_with_their_baseline_and_balances_by_measured_time
     assert placement_for([base], far, results, "run") == {}  # a process runs on no remote host
 
 
-def test_a_bad_hosts_file_stops_pytest_before_anything_starts(tmp_path: Path) -> None:
-    hosts = tmp_path / "hosts.toml"
-    hosts.write_text('[[host]]\nname = "a"\n')
+def usage_error_of(hosts: Path, text: str, *args: str) -> str:
+    """``pytest --hosts FILE ARGS -k smollm2`` with the file holding ``text``: its output, after
+    checking it stopped as a usage error (before anything started), never with a traceback."""
+    hosts.write_text(text)
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "--hosts", str(hosts), "-k", "smollm2", "-q"],
+        [sys.executable, "-m", "pytest", "--hosts", str(hosts), *args, "-k", "smollm2", "-q"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -165,21 +166,34 @@ def test_a_bad_hosts_file_stops_pytest_before_anything_starts(tmp_path: Path) ->
     )
     output = proc.stdout + proc.stderr
     assert proc.returncode == pytest.ExitCode.USAGE_ERROR, output
+    assert "Traceback" not in output
+    return output
+
+
+def test_a_bad_hosts_file_stops_pytest_before_anything_starts(tmp_path: Path) -> None:
+    output = usage_error_of(tmp_path / "hosts.toml", '[[host]]\nname = "a"\n')
     assert "hosts file rejected, nothing was started" in output
     assert "give exactly one of docker" in output
-    assert "Traceback" not in output
 
 
 def test_one_worker_per_host_or_a_clear_message(tmp_path: Path) -> None:
-    hosts = tmp_path / "hosts.toml"
-    hosts.write_text('[[host]]\nname = "a"\ndocker = "unix:///nonexistent/docker.sock"\n')
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", f"--hosts={hosts}", "-n", "3", "-k", "smollm2", "-q"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    output = proc.stdout + proc.stderr
-    assert proc.returncode == pytest.ExitCode.USAGE_ERROR, output
+    one = '[[host]]\nname = "a"\ndocker = "unix:///nonexistent/docker.sock"\n'
+    output = usage_error_of(tmp_path / "hosts.toml", one, "-n", "3")
     assert "leave -n out or give -n 1 (not -n 3)" in output
+
+
+def test_a_remote_host_is_refused_what_only_this_machine_can_give() -> None:
+    """Preflight hashes the model cache here and the NCCL probe is mounted from here: on a remote
+    host that would judge the wrong bytes or fail for our reason, so it is INCOMPLETE instead."""
+    qwen = load_candidate(CAMPAIGN / "qwen3.5-122b-a10b-nvfp4.toml")
+    pro = "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition"
+    fleet = Fleet([Host("far", "ssh://me@far", ssh="me@far", gpus=2, gpu_name=pro)])
+    fleet.placement = {"qwen3.5-122b-a10b-nvfp4": "far"}
+    why = why_not_run([qwen], fleet, pull=False, here=lambda c: None)
+    assert "host far is remote" in why[qwen.name]
+    assert "the model cache" in why[qwen.name] and "the NCCL probe file" in why[qwen.name]
+    fleet.down = {"far": "no answer"}
+    assert (
+        "cannot be reached (no answer)"
+        in why_not_run([qwen], fleet, pull=False, here=lambda c: None)[qwen.name]
+    )

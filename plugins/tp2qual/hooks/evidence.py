@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tp2qual.evidence.finding import ERROR, CandidateRecord
+from tp2qual.evidence.finding import ERROR, CandidateRecord, Finding
 from tp2qual.evidence.layout import REPORT, write_manifest
 from tp2qual.evidence.report import gate_artifacts, write_report
 from tp2qual.evidence.run import RunState
@@ -116,23 +116,29 @@ def _tp2qual_suite_properties(
 
 def suite_properties(record: CandidateRecord) -> list[tuple[str, str]]:
     """Identity and verdict of one candidate, as ``candidate.<name>.<fact>`` properties."""
-    ident = record.identity
+    return finding_properties(Finding.from_dict(record.as_dict()), record.evidence.root)
+
+
+def finding_properties(finding: Finding, evidence: Path) -> list[tuple[str, str]]:
+    """The same from a finding read back (the ``--hosts`` controller reads its workers')."""
+    ident, spec = finding.identity, finding.spec
+    model = ident.get("model") or {}
     facts: dict[str, Any] = {
-        "verdict": record.verdict(),
-        "failed_gate": (record.first_failure() or ("",))[0],
-        "suite_error_gate": (record.first(ERROR) or ("",))[0],
-        "run_id": record.run_id,
-        "model_repo": record.candidate.model.get("repo"),
-        "model_sha": (ident.get("model") or {}).get("file_sha256")
-        or (ident.get("model") or {}).get("resolved_revision"),
-        "model_revision": record.candidate.model.get("revision"),
-        "engine": record.candidate.engine,
+        "verdict": finding.verdict,
+        "failed_gate": finding.failed_gate or "",
+        "suite_error_gate": finding.suite_error_gate or "",
+        "run_id": finding.run_id,
+        "model_repo": (spec.get("model") or {}).get("repo"),
+        "model_sha": model.get("file_sha256") or model.get("resolved_revision"),
+        "model_revision": (spec.get("model") or {}).get("revision"),
+        "engine": (spec.get("engine") or {}).get("kind"),
         "engine_version": (ident.get("engine") or {}).get("version"),
         "image_digest": (ident.get("launch") or {}).get("image_digest"),
-        "tensor_parallel_size": record.candidate.tp,
-        "evidence": str(record.evidence.root),
+        "tensor_parallel_size": (spec.get("serve") or {}).get("tensor_parallel_size"),
+        "docker_host": (ident.get("docker_host") or {}).get("name"),
+        "evidence": str(evidence),
     }
-    prefix = f"candidate.{record.candidate.name}"
+    prefix = f"candidate.{finding.candidate}"
     return [(f"{prefix}.{k}", str(v)) for k, v in facts.items() if v not in (None, "")]
 
 

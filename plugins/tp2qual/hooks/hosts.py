@@ -22,8 +22,7 @@ from __future__ import annotations
 
 import json
 import os
-import re
-from dataclasses import dataclass, field
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
@@ -32,31 +31,21 @@ import pytest
 from tp2qual.candidate import Candidate
 from tp2qual.evidence.finding import Finding
 from tp2qual.evidence.layout import FINDING, REPORT, atomic_write
+from tp2qual.evidence.run import RunState
 from tp2qual.hooks.candidates import run_key, why_not_runnable
-from tp2qual.hooks.evidence import seal_run
+from tp2qual.hooks.evidence import finding_properties, seal_run
 from tp2qual.hooks.gating import candidate_of
 from tp2qual.hooks.gpus import snapshot_reader_key
 from tp2qual.hosts import Host, HostsError, bind, bound, load_hosts
-from tp2qual.perf.schedule import Job, place
+from tp2qual.placement import (
+    Fleet,
+    candidate_in,
+    in_collection,
+    placement_for,
+    why_not_run,
+)
 
 RUN_ID_INPUT, DOWN_INPUT = "tp2qual_run_id", "tp2qual_hosts_down"
-DEFAULT_SECONDS = 1800.0  # a candidate never run before: the campaign's typical half hour
-RUN_FOLDER = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]+$")  # qualification runs, not benchmarks' folders
-
-
-@dataclass
-class Fleet:
-    """The hosts of this run, which are down, and where each selected candidate runs."""
-
-    hosts: list[Host]
-    down: dict[str, str] = field(default_factory=dict)  # host name -> why it cannot be reached
-    placement: dict[str, str] = field(default_factory=dict)  # candidate -> host name
-    bound: Host | None = None  # the host this worker drives
-
-    def host(self, name: str) -> Host:
-        return next(h for h in self.hosts if h.name == name)
-
-
 fleet_key = pytest.StashKey[Fleet]()
 
 
@@ -163,46 +152,11 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     selected = {c.name for item in session.items if (c := candidate_of(item)) is not None}
     chosen = [c for c in state.candidates if c.name in selected]
     fleet.placement = placement_for(chosen, fleet, state.results_root, state.run_id)
-    state.not_run.update(why_not_run(chosen, fleet, pull=bool(config.getoption("pull", False))))
-
-
-def placement_for(
-    candidates: list[Candidate], fleet: Fleet, results: Path, run_id: str
-) -> dict[str, str]:
-    """candidate -> host. Deterministic, from what every process sees alike (the collection,
-    the hosts file, earlier runs' findings), so workers and controller agree without talking."""
-    names = {c.name for c in candidates}
-    jobs = [
-        Job(
-            c.name,
-            seconds_of(results, c.name, run_id),
-            after=after if (after := c.spec.get("lane", {}).get("after")) in names else None,
-            hosts=frozenset(h.name for h in fleet.hosts if h.why_not(c) is None),
+    state.not_run.update(
+        why_not_run(
+            chosen, fleet, pull=bool(config.getoption("pull", False)), here=why_not_runnable
         )
-        for c in candidates
-    ]
-    plan = place(jobs, [h.name for h in fleet.hosts])
-    return {job: host for host, jobs_ in plan.by_host.items() for job in jobs_}
-
-
-def why_not_run(candidates: list[Candidate], fleet: Fleet, *, pull: bool) -> dict[str, str]:
-    """candidate -> why it runs nowhere in this run (no host fits, host down, image missing)."""
-    why_not = {}
-    for candidate in candidates:
-        host = fleet.placement.get(candidate.name)
-        if host is None:
-            why_not[candidate.name] = _nowhere(fleet, candidate)
-        elif host in fleet.down:
-            why_not[candidate.name] = f"host {host} cannot be reached ({fleet.down[host]})"
-        elif why := _unrunnable(fleet.host(host), candidate, pull=pull):
-            why_not[candidate.name] = f"on host {host}: {why}"
-    return why_not
-
-
-def _unrunnable(host: Host, candidate: Candidate, *, pull: bool) -> str | None:
-    if candidate.launcher_kind == "docker":
-        return _image_unresolved(host, candidate, pull=pull)
-    return why_not_runnable(candidate)  # a process on this machine: this machine's checks
+    )
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -218,68 +172,12 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     class HostScheduling(LoadScopeScheduling):  # type: ignore[misc]
         def _split_scope(self, nodeid: str) -> str:
             if not spread.placement:  # the controller collects nothing: place from the ids
-                chosen = [c for c in state.candidates if _in_collection(c, self.collection)]
+                chosen = [c for c in state.candidates if in_collection(c, self.collection)]
                 spread.placement = placement_for(chosen, spread, state.results_root, state.run_id)
             found = candidate_in(nodeid, state.candidates)
             return spread.placement.get(found.name, "-") if found else nodeid
 
     return HostScheduling(config, log)
-
-
-def candidate_in(nodeid: str, candidates: list[Candidate]) -> Candidate | None:
-    """The candidate a gate test's id names (``test_x[<candidate>]`` or ``[<candidate>-<param>]``;
-    the longest name wins, so a lane named after its baseline is told apart)."""
-    params = nodeid.rpartition("[")[2].rstrip("]") if nodeid.endswith("]") else ""
-    fits = [c for c in candidates if params == c.name or params.startswith(c.name + "-")]
-    return max(fits, key=lambda c: len(c.name), default=None)
-
-
-def _in_collection(candidate: Candidate, collection: list[str] | None) -> bool:
-    return any(candidate_in(n, [candidate]) for n in collection or ())
-
-
-def _image_unresolved(host: Host, candidate: Candidate, *, pull: bool) -> str | None:
-    """Bad input found before anything starts: an unresolved pin, an image the host lacks or
-    holds under another id (``--pull`` may fetch a missing one; its pin still holds)."""
-    from tp2qual.serving.launchers.docker.engine import docker_client
-    from tp2qual.serving.launchers.docker.pins import image_matches, pin_unresolved, resolve_pin
-
-    if why := pin_unresolved(candidate):
-        return why
-    name, pin = candidate.launch["docker"]["image"], resolve_pin(candidate).value or ""
-    with bound(host), docker_client() as client:
-        try:
-            attrs = client.images.get(name).attrs
-        except Exception as exc:  # NotFound, or the engine refusing: the same answer here
-            return None if pull else f"image {name} is not on the host ({type(exc).__name__})"
-    if not image_matches(attrs, pin):
-        return f"image {name} on the host is {attrs.get('Id')}, not the pin {pin}"
-    return None
-
-
-def _nowhere(fleet: Fleet, candidate: Candidate) -> str:
-    reasons = "; ".join(
-        f"{h.name}: {h.why_not(candidate) or 'its baseline runs elsewhere'}" for h in fleet.hosts
-    )
-    return f"no host can run it ({reasons})"
-
-
-def seconds_of(results: Path, name: str, run_id: str) -> float:
-    """How long the candidate took in its newest earlier finding (gate seconds, start-up
-    included), or the default: placement balances hosts by what was measured, not by guesses."""
-    runs = (p for p in results.glob("*") if RUN_FOLDER.match(p.name) and not p.is_symlink())
-    for run in sorted(runs, key=lambda p: p.name, reverse=True):  # newest first
-        path = run / name / FINDING
-        if run.name == run_id or not path.is_file():
-            continue
-        try:
-            finding = Finding.read(path)
-        except (OSError, ValueError):
-            continue
-        seconds = sum(g.seconds for g in finding.gates.values())
-        if seconds > 0:
-            return seconds
-    return DEFAULT_SECONDS
 
 
 # ---------------------------------------------------------------- binding (a worker)
@@ -325,13 +223,36 @@ def _host_snapshot(config: pytest.Config, candidate: Candidate) -> dict[str, Any
 # ---------------------------------------------------------------- the controller's end
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+@pytest.hookimpl(wrapper=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> Generator[None]:
+    """The controller, once every worker is done: JUnit's suite properties from the workers'
+    findings (before JUnit writes), then every host swept and the run sealed (after the rest)."""
     config = session.config
     fleet = config.stash.get(fleet_key, None)
     if fleet is None or _is_worker(config):
-        return
+        return (yield)
     state = config.stash[run_key]
+    if not state.records:  # the workers ran it (else: --collect-only, --plan, in this process)
+        _junit_properties(config, state.run_dir)
+    try:
+        return (yield)
+    finally:
+        _close(fleet, state, exitstatus)
+
+
+def _junit_properties(config: pytest.Config, run_dir: Path) -> None:
+    """xdist workers have no JUnit writer (``record_testsuite_property`` is a no-op there)."""
+    from _pytest.junitxml import xml_key  # the writer pytest's own fixture records into
+
+    xml = config.stash.get(xml_key, None)
+    if xml is None:
+        return
+    for path in sorted(run_dir.glob(f"*/{FINDING}")):
+        for name, value in finding_properties(Finding.read(path), path.parent):
+            xml.add_global_property(name, value)
+
+
+def _close(fleet: Fleet, state: RunState, exitstatus: int | pytest.ExitCode) -> None:
     _sweep_run(fleet, state.run_id)
     if fleet.placement and state.run_dir.is_dir():  # where each candidate was sent, and why
         placed = {"rule": "lanes-with-baseline", "placement": fleet.placement, "down": fleet.down}
