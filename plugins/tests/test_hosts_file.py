@@ -16,6 +16,7 @@ from test_candidate import write
 from tp2qual.candidate import Candidate, load_candidate
 from tp2qual.hosts import Host, HostsError, load_hosts, without_password
 from tp2qual.placement import Fleet, candidate_in, placement_for, why_not_run
+from tp2qual.serving.diagnose import serving_host
 
 ROOT = Path(__file__).resolve().parents[2]
 CAMPAIGN = ROOT / "candidates"
@@ -197,3 +198,28 @@ def test_a_remote_host_is_refused_what_only_this_machine_can_give() -> None:
         "cannot be reached (no answer)"
         in why_not_run([qwen], fleet, pull=False, here=lambda c: None)[qwen.name]
     )
+
+
+def test_diagnosis_judges_the_platform_of_the_host_that_served() -> None:
+    """On a Docker host the GPU snapshot is read there: WSL2 is that host's fact, not ours."""
+    here = {"host": {"wsl2": False, "hostname": "controller"}}
+    there = {**here, "topology": {"source": "nvml-container", "host": {"wsl2": True}}}
+    assert serving_host(there)["wsl2"] is True
+    assert serving_host(here)["wsl2"] is False
+    unread = {**here, "topology": {"host": {"wsl2": None}}}  # the probe failed: ours, as before
+    assert serving_host(unread)["hostname"] == "controller"
+
+
+def test_plan_shows_where_each_candidate_would_go_and_starts_nothing(tmp_path: Path) -> None:
+    hosts = tmp_path / "hosts.toml"
+    hosts.write_text('[[host]]\nname = "far"\ndocker = "ssh://me@far.invalid"\n')
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "--plan", f"--hosts={hosts}", "-k", "smollm2-135m-local"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "# smollm2-135m-local -> host nowhere (not run: no host can run it" in proc.stdout
+    assert "host far is remote" in proc.stdout

@@ -106,7 +106,8 @@ def pytest_configure(config: pytest.Config) -> None:
     else:
         fleet.down = _ping(fleet.hosts)
         _say_down(config, fleet.down)
-        _sweep_leftovers(fleet, state.run_id, state.run_dir / "leftovers")
+        if not (config.getoption("collectonly") or config.getoption("plan", False)):
+            _sweep_leftovers(config, fleet, state.run_id, state.run_dir / "leftovers")
     config.stash[fleet_key] = fleet
     config.stash[snapshot_reader_key] = lambda candidate: _host_snapshot(config, candidate)
 
@@ -157,6 +158,14 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             chosen, fleet, pull=bool(config.getoption("pull", False)), here=why_not_runnable
         )
     )
+    if config.getoption("plan", False):  # --plan shows where each launch would go
+        writer = config.get_terminal_writer()
+        for candidate in chosen:
+            where = fleet.placement.get(candidate.name, "nowhere")
+            why = state.not_run.get(candidate.name)
+            writer.line(
+                f"# {candidate.name} -> host {where}" + (f" (not run: {why})" if why else "")
+            )
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -265,7 +274,7 @@ def _close(fleet: Fleet, state: RunState, exitstatus: int | pytest.ExitCode) -> 
         state.mark_latest()
 
 
-def _sweep_leftovers(fleet: Fleet, run_id: str, folder: Path) -> None:
+def _sweep_leftovers(config: pytest.Config, fleet: Fleet, run_id: str, folder: Path) -> None:
     """Before any worker starts: what crashed runs (or a killed worker) left on each host."""
     from tp2qual.serving.launchers.docker.engine import docker_client
     from tp2qual.serving.launchers.docker.sweep import sweep
@@ -277,7 +286,9 @@ def _sweep_leftovers(fleet: Fleet, run_id: str, folder: Path) -> None:
                     client, reason="leftover", keep_run=run_id, save_to=folder / host.name
                 )
             for what in removed:
-                print(f"tp2qual: removed from host {host.name}, left by an earlier run: {what}")
+                config.get_terminal_writer().line(
+                    f"tp2qual: removed from host {host.name}, left by an earlier run: {what}"
+                )
 
 
 def _sweep_run(fleet: Fleet, run_id: str) -> None:

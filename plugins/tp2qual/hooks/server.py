@@ -103,6 +103,7 @@ def server(
         run_id=record.run_id,
         pull=pull_images,
         device_ids=uuids,
+        wsl2=(gpu_snapshot.get("host") or {}).get("wsl2"),  # of the host that serves (--hosts)
     )
     managed = ManagedServer(
         candidate,

@@ -20,13 +20,20 @@ def settings_in_force(candidate: Candidate, identity: dict[str, Any]) -> dict[st
         # The launcher gives the host's IPC namespace for either setting (launchers/docker).
         shared = bool(docker.get("ipc_host") or docker.get("shm_size"))
         container = {"ipc_host": shared, "shm_size": docker.get("shm_size"), "gpus": "all"}
-    host = identity.get("host") or {}
+    host = serving_host(identity)
     return {
         "tp": candidate.tp,
         "env": candidate.env(),
         "container": container,
         "host": {"wsl2": bool(host.get("wsl2"))} if "wsl2" in host else None,
     }
+
+
+def serving_host(identity: dict[str, Any]) -> dict[str, Any]:
+    """Facts of the machine that ran the server: the GPU snapshot's host (read there by a probe
+    container when the run spreads over Docker hosts), else the machine running pytest."""
+    read_there = (identity.get("topology") or {}).get("host") or {}
+    return read_there if read_there.get("wsl2") is not None else identity.get("host") or {}
 
 
 def diagnose_log(path: Path, candidate: Candidate, identity: dict[str, Any]) -> Diagnosis | None:

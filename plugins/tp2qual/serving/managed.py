@@ -38,13 +38,21 @@ def build_launcher(
     run_id: str,
     pull: bool = False,
     device_ids: Sequence[str] = (),
+    wsl2: bool | None = None,
 ) -> Launcher:
-    """The candidate's launcher; constructing it starts nothing (``--plan`` relies on that)."""
+    """The candidate's launcher; constructing it starts nothing (``--plan`` relies on that).
+    ``wsl2``: whether the serving host runs WSL2, when known from its GPU snapshot."""
     if candidate.launcher_kind == "docker":
         from tp2qual.serving.launchers.docker.launcher import DockerLauncher
 
         return DockerLauncher(
-            candidate, log_path, redactor, run_id=run_id, pull=pull, device_ids=device_ids
+            candidate,
+            log_path,
+            redactor,
+            run_id=run_id,
+            pull=pull,
+            device_ids=device_ids,
+            wsl2=wsl2,
         )
     from tp2qual.serving.launchers.process import ProcessLauncher
 
