@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sshd import running_sshd
 from test_faults import MAIN, Inner, run_inner, write_candidate
 
 from tp2qual.candidate import load_candidate
@@ -226,3 +227,28 @@ def test_ctrl_c_stops_every_hosts_containers(copies: Path, engines: tuple[Host, 
     for name in NAMES:
         finding = json.loads((results / run_id / name / "finding.json").read_text())
         assert finding["verdict"] == "INCOMPLETE", text[-3000:]
+
+
+def test_an_ssh_host_through_dockers_own_ssh_endpoint_and_a_forward(
+    copies: Path,
+    engines: tuple[Host, Host],
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A host named only by ``ssh://user@host:port``: the engine is driven over SSH (docker-py's
+    ssh client, ``docker system dial-stdio`` there), the server reached through the forward.
+    Here the far end is this machine's sshd and engine; the suite cannot tell."""
+    with running_sshd(tmp_path_factory.mktemp("sshd")) as server:
+        monkeypatch.setenv("PATH", f"{server.bin_dir}{os.pathsep}{os.environ['PATH']}")
+        hosts = copies / "hosts.toml"
+        hosts.write_text(f'[[host]]\nname = "gamma"\ndocker = "ssh://{server.destination}"\n')
+        inner = run_inner(copies, NAMES[:1], f"--hosts={hosts}")
+    assert inner.proc.returncode == 0, inner.output()
+    assert inner.finding(NAMES[0])["verdict"] == "PASS", inner.output()
+    host = host_of(inner, NAMES[0])
+    assert host["name"] == "gamma" and host["reached_by"].startswith("ssh tunnel via "), host
+    launch = json.loads((inner.evidence(NAMES[0]) / "launch.json").read_text())
+    local = int(launch["base_url"].rsplit(":", 1)[1])  # the URL is the forward's local end
+    assert f"127.0.0.1:{local}:127.0.0.1:{launch['server_port']}" in launch["tunnel"], launch
+    assert verify_run(inner.run_dir).ok
+    assert run_containers(engines, inner.run_dir.name) == []

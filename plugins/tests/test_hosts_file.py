@@ -212,7 +212,8 @@ def test_diagnosis_judges_the_platform_of_the_host_that_served() -> None:
 
 def test_plan_shows_where_each_candidate_would_go_and_starts_nothing(tmp_path: Path) -> None:
     hosts = tmp_path / "hosts.toml"
-    hosts.write_text('[[host]]\nname = "far"\ndocker = "ssh://me@far.invalid"\n')
+    # 127.0.0.2: a loopback address (no traffic leaves), yet not this machine to the suite
+    hosts.write_text('[[host]]\nname = "far"\ndocker = "ssh://me@127.0.0.2"\n')
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "--plan", f"--hosts={hosts}", "-k", "smollm2-135m-local"],
         cwd=ROOT,

@@ -7,63 +7,25 @@ the forward's two ends need two ports; on a real host both are the server's port
 
 from __future__ import annotations
 
-import getpass
 import http.server
-import os
-import shutil
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from sshd import running_sshd
 
 from tp2qual.serving.launchers.base import free_port, port_is_free
 from tp2qual.serving.launchers.docker.tunnel import SshTunnel, TunnelError, destination_argv
-
-SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 
 
 @pytest.fixture(scope="module")
 def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, list[str]]]:
     """(destination, ssh options) of a real sshd on 127.0.0.1 that accepts one key."""
-    if not Path(SSHD).is_file() or not shutil.which("ssh-keygen"):
-        if os.environ.get("TP2QUAL_REQUIRE_ENGINES"):
-            pytest.fail("openssh-server is not installed")
-        pytest.skip("needs openssh-server (sshd) for a real SSH forward")
-    home = tmp_path_factory.mktemp("sshd")
-    for name in ("host", "client"):
-        subprocess.run(
-            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(home / name)], check=True
-        )
-    shutil.copy(home / "client.pub", home / "authorized_keys")
-    os.chmod(home / "authorized_keys", 0o600)
-    port = free_port()
-    config = home / "sshd_config"
-    config.write_text(
-        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {home / 'host'}\n"
-        f"AuthorizedKeysFile {home / 'authorized_keys'}\nPidFile {home / 'sshd.pid'}\n"
-        "StrictModes no\nUsePAM no\nPasswordAuthentication no\nPermitRootLogin prohibit-password\n"
-        "AllowTcpForwarding local\n"
-    )
-    Path("/run/sshd").mkdir(exist_ok=True)  # its privilege-separation directory
-    proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 10
-    while port_is_free(port):
-        assert proc.poll() is None, proc.communicate()[1]
-        assert time.monotonic() < deadline, "sshd did not listen"
-        time.sleep(0.05)
-    options = [
-        "-i", str(home / "client"), "-o", "StrictHostKeyChecking=no",
-        "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
-    ]  # fmt: skip
-    try:
-        yield f"{getpass.getuser()}@127.0.0.1:{port}", options
-    finally:
-        proc.terminate()
-        proc.communicate(timeout=10)
+    with running_sshd(tmp_path_factory.mktemp("sshd")) as server:
+        yield server.destination, server.options
 
 
 @pytest.fixture
@@ -124,7 +86,10 @@ def test_a_key_the_host_refuses_is_an_error_not_a_prompt(
     destination, options = sshd
     stranger = tmp_path / "stranger"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(stranger)], check=True)
-    options = [*options[2:], "-i", str(stranger), "-o", "IdentitiesOnly=yes"]
+    options = [
+        "-F", "/dev/null", "-i", str(stranger), "-o", "IdentitiesOnly=yes",
+        "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+    ]  # fmt: skip
     tunnel = SshTunnel(destination, engine, local_port=free_port(), options=options)
     with pytest.raises(TunnelError, match="Permission denied"):
         tunnel.open(timeout_s=20)

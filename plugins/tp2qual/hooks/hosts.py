@@ -280,15 +280,22 @@ def _sweep_leftovers(config: pytest.Config, fleet: Fleet, run_id: str, folder: P
     from tp2qual.serving.launchers.docker.sweep import sweep
 
     for host in fleet.hosts:
-        if host.name not in fleet.down:
+        if host.name in fleet.down:
+            continue
+        try:
             with bound(host), docker_client() as client:
                 removed = sweep(
                     client, reason="leftover", keep_run=run_id, save_to=folder / host.name
                 )
-            for what in removed:
-                config.get_terminal_writer().line(
-                    f"tp2qual: removed from host {host.name}, left by an earlier run: {what}"
-                )
+        except Exception as exc:  # it answered the ping a moment ago: say so, go on
+            config.get_terminal_writer().line(
+                f"tp2qual: could not sweep host {host.name} ({type(exc).__name__}: {exc})"
+            )
+            continue
+        for what in removed:
+            config.get_terminal_writer().line(
+                f"tp2qual: removed from host {host.name}, left by an earlier run: {what}"
+            )
 
 
 def _sweep_run(fleet: Fleet, run_id: str) -> None:

@@ -28,9 +28,31 @@ def open_client(timeout: float = API_TIMEOUT_S) -> Any:
     """A client of the engine ``DOCKER_HOST`` names; the caller closes it."""
     import docker
 
-    # ssh:// through the ssh client (the user's keys and ~/.ssh/config), not paramiko
+    # ssh:// through the ssh client (the user's keys and ~/.ssh/config), not paramiko's own
     over_ssh = engine_url().startswith("ssh://")
+    if over_ssh:
+        _close_ssh_sockets_whole()
     return docker.from_env(timeout=int(timeout), use_ssh_client=over_ssh)
+
+
+@cache
+def _close_ssh_sockets_whole() -> None:
+    """docker-py's ``SSHSocket.close`` (7.1) terminates its ``ssh`` but never reaps it, closes
+    its pipes, or closes the socket object it is: three ResourceWarnings per connection, which a
+    strict ``filterwarnings = error`` pins on whatever test runs next. Close all of it."""
+    import socket as socket_module
+
+    from docker.transport import sshconn
+
+    def close(self: Any) -> None:
+        proc, self.proc = self.proc, None
+        if proc is not None:
+            if proc.poll() is None:
+                proc.terminate()
+            proc.communicate()  # reaps it and closes its pipes
+        socket_module.socket.close(self)
+
+    sshconn.SSHSocket.close = close
 
 
 @contextmanager

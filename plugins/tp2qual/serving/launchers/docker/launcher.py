@@ -139,6 +139,7 @@ class DockerLauncher(LauncherBase):
         self._tunnel = tunnel_for(self.port)  # a remote host: its loopback server, here
         if self._tunnel is not None:
             self._tunnel.open()
+            self.base_url = f"http://127.0.0.1:{self._tunnel.local_port}"
 
     def verify_image(self) -> dict[str, Any]:
         """The pin check alone, for the preflight gate: image facts, or PinMismatch."""
@@ -326,6 +327,8 @@ class DockerLauncher(LauncherBase):
             "wsl2": self.wsl2,
             "pull": self.pull,
             "base_url": self.base_url,
+            "server_port": self.port,
+            "tunnel": self._tunnel.argv if self._tunnel is not None else None,
         }
 
 

@@ -1,9 +1,10 @@
 """The way to a remote host's server: an SSH local forward, loopback on both ends.
 
 Servers bind 127.0.0.1 on their host (host networking), so a server on another machine is not
-reachable at all from here — by design. ``ssh -N -L 127.0.0.1:P:127.0.0.1:P host`` makes it
-reachable on this machine's loopback, and nowhere else. OpenSSH does the transport; the suite
-only opens the forward when the container starts and closes it when the container stops.
+reachable at all from here — by design. ``ssh -N -L 127.0.0.1:L:127.0.0.1:P host`` makes it
+reachable on this machine's loopback, and nowhere else (L is a free port here: the server's URL
+uses it, its command keeps P). OpenSSH does the transport; the suite only opens the forward when
+the container starts and closes it when the container stops.
 ``ExitOnForwardFailure`` turns a taken port into an error instead of a silent half-tunnel;
 ``BatchMode`` makes a missing key an error instead of a password prompt.
 """
@@ -17,7 +18,7 @@ import subprocess
 import time
 from urllib.parse import urlsplit
 
-from tp2qual.serving.launchers.base import port_is_free
+from tp2qual.serving.launchers.base import free_port, port_is_free
 
 TUNNEL_ENV = "TP2QUAL_SSH_TUNNEL"  # set by hosts.bind: the ssh destination of the bound host
 OPTIONS_ENV = "TP2QUAL_SSH_OPTIONS"  # extra ssh options of that host (hosts file ssh_options)
@@ -100,8 +101,11 @@ class SshTunnel:
 
 
 def tunnel_for(port: int) -> SshTunnel | None:
-    """The tunnel the bound host needs for a server on ``port``, or None on this machine."""
+    """The tunnel the bound host needs for a server on its ``port``, or None on this machine.
+    Its local end is a free port of this machine: the two ends are on different machines and
+    only by chance both free under one number (and on one machine, in tests, never)."""
     destination = os.environ.get(TUNNEL_ENV)
     if not destination:
         return None
-    return SshTunnel(destination, port, options=shlex.split(os.environ.get(OPTIONS_ENV, "")))
+    options = shlex.split(os.environ.get(OPTIONS_ENV, ""))
+    return SshTunnel(destination, port, local_port=free_port(), options=options)
