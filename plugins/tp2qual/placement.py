@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tp2qual.candidate import Candidate
-from tp2qual.evidence.finding import Finding
-from tp2qual.evidence.layout import FINDING
+from tp2qual.evidence.finding import read_finding
 from tp2qual.hosts import Host, bound
 from tp2qual.perf.schedule import Job, place
 
@@ -144,14 +143,8 @@ def seconds_of(results: Path, name: str, run_id: str) -> float:
     included), or the default: placement balances hosts by what was measured, not by guesses."""
     runs = (p for p in results.glob("*") if RUN_FOLDER.match(p.name) and not p.is_symlink())
     for run in sorted(runs, key=lambda p: p.name, reverse=True):  # newest first
-        path = run / name / FINDING
-        if run.name == run_id or not path.is_file():
-            continue
-        try:
-            finding = Finding.read(path)
-        except (OSError, ValueError):
-            continue
-        seconds = sum(g.seconds for g in finding.gates.values())
+        finding = read_finding(run / name, results) if run.name != run_id else None
+        seconds = sum(g.seconds for g in finding.gates.values()) if finding else 0.0
         if seconds > 0:
             return seconds
     return DEFAULT_SECONDS

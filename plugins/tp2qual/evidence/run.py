@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tp2qual.candidate import Candidate
-from tp2qual.evidence.finding import CandidateRecord, Finding
-from tp2qual.evidence.layout import FINDING, Evidence
+from tp2qual.evidence.finding import CandidateRecord, read_finding
+from tp2qual.evidence.layout import Evidence
 from tp2qual.redact import Redactor
 
 
@@ -45,19 +45,13 @@ class RunState:
             self.mark_latest()
             evidence = Evidence(self.run_dir / candidate.name, self.redactor(candidate))
             record = CandidateRecord(candidate, evidence, self.run_id)
-            if self.shared and (found := self._left_by_another(evidence.root / FINDING)):
-                record.adopt(found)
+            # A finding of this run already on disk when this worker first meets the candidate:
+            # the worker that held it died (xdist hands its unfinished tests to a fresh one).
+            left = read_finding(evidence.root, self.run_dir) if self.shared else None
+            if left is not None:
+                record.adopt(left)
             self.records[candidate.name] = record
         return self.records[candidate.name]
-
-    @staticmethod
-    def _left_by_another(path: Path) -> Finding | None:
-        """A finding of this run already on disk when this worker first meets the candidate:
-        the worker that held it died (xdist hands its unfinished tests to a fresh worker)."""
-        try:
-            return Finding.read(path)
-        except (OSError, ValueError):
-            return None
 
     def mark_latest(self) -> None:
         """``results/latest`` points at the newest run (relative link, survives moves)."""

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tp2qual.evidence.finding import ERROR, CandidateRecord, Finding
+from tp2qual.evidence.finding import ERROR, FAILED, NOT_RUN, CandidateRecord, Finding
 from tp2qual.evidence.layout import REPORT, write_manifest
 from tp2qual.evidence.report import gate_artifacts, write_report
 from tp2qual.evidence.run import RunState
@@ -220,29 +220,44 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     state = terminalreporter.config.stash.get(run_key, None)
     if state is None or not state.records:
         return
-    terminalreporter.section("qualification")
-    report = _shown(state.run_dir / REPORT)
-    for name, record in state.records.items():
-        verdict = str(record.verdict())
-        terminalreporter.line(f"{verdict:<10} {name}  {_why(record)}  report: {report}#{name}")
+    findings = [(Finding.from_dict(r.as_dict()), r.evidence.root) for r in state.records.values()]
+    write_summary(terminalreporter, "qualification", state.run_dir, findings)
+
+
+def write_summary(
+    terminalreporter: pytest.TerminalReporter,
+    title: str,
+    run_dir: Path,
+    findings: list[tuple[Finding, Path]],
+) -> None:
+    """One line per candidate (verdict, host when spread over hosts, why), then where to check."""
+    terminalreporter.section(title)
+    report = _shown(run_dir / REPORT)
+    for finding, root in findings:
+        host = (finding.identity.get("docker_host") or {}).get("name")
+        name = f"{finding.candidate}  on {host}" if host else finding.candidate
+        terminalreporter.line(
+            f"{finding.verdict:<10} {name}  {_why(finding, root)}  "
+            f"report: {report}#{finding.candidate}"
+        )
     terminalreporter.line(
-        f"evidence: {_shown(state.run_dir)}  "
-        f"(check it: python -m tp2qual verify {_shown(state.run_dir)})"
+        f"evidence: {_shown(run_dir)}  (check it: python -m tp2qual verify {_shown(run_dir)})"
     )
 
 
-def _why(record: CandidateRecord) -> str:
-    if failure := record.first_failure():
+def _why(finding: Finding, root: Path) -> str:
+    if gate := finding.first(FAILED):
+        result = finding.gates[gate]
         found = [
-            f
-            for f in (failure[1].diagnosis or {}).get("findings", [])
-            if f.get("severity") != "notice"
+            f for f in (result.diagnosis or {}).get("findings", []) if f.get("severity") != "notice"
         ]
         diagnosed = f" | diagnosed {found[0]['rule']}: {found[0]['remedy'][:160]}" if found else ""
-        return f"failed {failure[0]}: {failure[1].reason[:100]}{diagnosed}"
-    if error := record.first(ERROR):
-        where = record.evidence.root / error[1].error_artifact
-        return f"suite error in {error[0]}, not the candidate's fault (traceback: {_shown(where)})"
+        return f"failed {gate}: {result.reason[:100]}{diagnosed}"
+    if gate := finding.first(ERROR):
+        where = root / finding.gates[gate].error_artifact
+        return f"suite error in {gate}, not the candidate's fault (traceback: {_shown(where)})"
+    if gate := next((g for g, r in finding.gates.items() if r.outcome == NOT_RUN and r.reason), ""):
+        return f"{gate} {finding.gates[gate].reason[:140]}"  # "not run: host … cannot be reached"
     return "no failed gate"
 
 

@@ -53,6 +53,10 @@ def candidate_of(item: pytest.Item) -> Candidate | None:
     return found if isinstance(found, Candidate) else None  # not pytest's NOTSET placeholder
 
 
+# How a gate skipped by ``verdict_for`` is recorded, by the reason's first words.
+SKIPPED_AS = (("not applicable", NOT_APPLICABLE), ("not run", NOT_RUN))
+
+
 def verdict_for(state: RunState, record: CandidateRecord, gate: str) -> str | None:
     """Why this gate must be skipped for this candidate, or None to run it."""
     reason = record.candidate.not_applicable(gate)
@@ -131,13 +135,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         return
     result = record.gates[gate]
     if result.outcome not in (FAILED, ERROR):  # a gate that already failed stays failed
-        result.outcome = (
-            NOT_APPLICABLE
-            if why.startswith("not applicable")
-            else NOT_RUN
-            if why.startswith("not run")
-            else BLOCKED
-        )
+        result.outcome = next((o for w, o in SKIPPED_AS if why.startswith(w)), BLOCKED)
         result.reason = why
         record.save()
     pytest.skip(why)

@@ -29,11 +29,11 @@ from typing import Any
 import pytest
 
 from tp2qual.candidate import Candidate
-from tp2qual.evidence.finding import Finding
-from tp2qual.evidence.layout import FINDING, REPORT, atomic_write
+from tp2qual.evidence.finding import Finding, read_finding
+from tp2qual.evidence.layout import FINDING, atomic_write
 from tp2qual.evidence.run import RunState
 from tp2qual.hooks.candidates import run_key, why_not_runnable
-from tp2qual.hooks.evidence import finding_properties, seal_run
+from tp2qual.hooks.evidence import finding_properties, seal_run, write_summary
 from tp2qual.hooks.gating import candidate_of
 from tp2qual.hooks.gpus import snapshot_reader_key
 from tp2qual.hosts import Host, HostsError, bind, bound, load_hosts
@@ -256,8 +256,8 @@ def _junit_properties(config: pytest.Config, run_dir: Path) -> None:
     xml = config.stash.get(xml_key, None)
     if xml is None:
         return
-    for path in sorted(run_dir.glob(f"*/{FINDING}")):
-        for name, value in finding_properties(Finding.read(path), path.parent):
+    for finding, root in _findings(run_dir):
+        for name, value in finding_properties(finding, root):
             xml.add_global_property(name, value)
 
 
@@ -321,23 +321,10 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     state = config.stash.get(run_key, None)
     if fleet is None or state is None or state.records or _is_worker(config):
         return
-    findings = sorted(state.run_dir.glob(f"*/{FINDING}"))
-    if not findings:
-        return
-    terminalreporter.section("qualification on hosts")
-    for path in findings:
-        finding = Finding.read(path)
-        host = (finding.identity.get("docker_host") or {}).get("name") or "-"
-        why = _why(finding)
-        terminalreporter.line(f"{finding.verdict:<10} {finding.candidate}  on {host}  {why}")
-    terminalreporter.line(
-        f"report: {os.path.relpath(state.run_dir / REPORT)}  "
-        f"(check it: python -m tp2qual verify {os.path.relpath(state.run_dir)})"
-    )
+    if findings := _findings(state.run_dir):
+        write_summary(terminalreporter, "qualification on hosts", state.run_dir, findings)
 
 
-def _why(finding: Finding) -> str:
-    for gate, result in finding.gates.items():
-        if result.outcome in ("failed", "error") or (result.outcome == "not_run" and result.reason):
-            return f"{result.outcome} {gate}: {result.reason[:140]}"
-    return ""
+def _findings(run_dir: Path) -> list[tuple[Finding, Path]]:
+    paths = sorted(run_dir.glob(f"*/{FINDING}"))
+    return [(f, p.parent) for p in paths if (f := read_finding(p, run_dir)) is not None]
