@@ -9,6 +9,13 @@ by environment …``), and no failure the diagnosis engine names (cuMem CUDA 999
 /dev/shm exhaustion, expandable-segments allocation, duplicate GPU, a hang read from the log's
 timestamps; known harmless warnings never fail). TP1 candidates: not applicable.
 
+On the CPU (a TP>1 candidate with no GPU) the engine joins its ranks over gloo and NCCL prints
+nothing: the probe runs the same orchestration over gloo, and the server log must show every TP
+rank joining a world of TP ranks in the engine's own lines (``checks/ranks.py``).
+
+Claims, each from its artifact: the ranks that came up (``Init COMPLETE`` with nranks = TP, or
+the gloo assignment line) and the transports NCCL chose, from ``nccl_server_analysis.json``.
+
 Closed loop: when the probe fails with a cause whose remedy lives in the probe's own launch (an
 NCCL/PyTorch variable, the container's IPC namespace) and is not yet in force, the probe — never
 the server — runs once more with the remedy applied. The gate still FAILs; the finding says
@@ -23,11 +30,11 @@ from typing import Any
 
 import pytest
 
-from tp2qual.checks import nccl
+from tp2qual.checks import nccl, ranks
 from tp2qual.checks.diagnosis import diagnose
 from tp2qual.checks.remedies import applicable
 from tp2qual.checks.verdict import Verdict
-from tp2qual.gates import Candidate, CandidateRecord, Server
+from tp2qual.gates import Candidate, CandidateRecord, Claimer, Server
 from tp2qual.serving.diagnose import settings_in_force
 from tp2qual.serving.probe import ProbeRun, run_probe
 
@@ -109,10 +116,27 @@ def test_probe_all_reduce(
     )
 
 
-def test_server_log_analysis(server: Server, candidate: Candidate, record: CandidateRecord) -> None:
-    verdict = _judge(candidate, record, server.log_text(), timed_out=False)
+def backend(candidate: Candidate) -> str:
+    """The collective backend the engine's ranks use: NCCL on GPUs, gloo on the CPU."""
+    return "nccl" if candidate.gpus.get("count", 0) else "gloo"
+
+
+def test_server_log_analysis(
+    server: Server, candidate: Candidate, record: CandidateRecord, claim: Claimer
+) -> None:
+    if backend(candidate) == "gloo":
+        log = ranks.analyze(server.log_text())
+        verdict = ranks.check(log, tp_size=candidate.tp, backend="gloo")
+    else:
+        verdict = _judge(candidate, record, server.log_text(), timed_out=False)
     record.evidence.write_json(
         "nccl_server_analysis.json",
         {"ok": verdict.ok, "reason": verdict.reason, **verdict.measures},
     )
     assert verdict.ok, verdict.reason
+    if backend(candidate) == "gloo":
+        claim("ranks_joined", "nccl_server_analysis.json", op="field", path="ranks_joined")
+        claim("world_sizes", "nccl_server_analysis.json", op="field", path="world_sizes")
+    else:
+        claim("ranks_init_complete", "nccl_server_analysis.json", op="field", path="ranks_complete")
+        claim("transports", "nccl_server_analysis.json", op="field", path="transport_kinds")

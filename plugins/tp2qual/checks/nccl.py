@@ -298,6 +298,7 @@ def _measures(
 ) -> dict[str, Any]:
     facts = log.to_dict()
     facts["signatures"] = [asdict(s) for s in signatures]
+    facts["ranks_complete"] = sorted({ic.rank for ic in log.init_complete if ic.nranks == tp_size})
     facts.update(
         tp_size=tp_size,
         expect_env=dict(expect_env),

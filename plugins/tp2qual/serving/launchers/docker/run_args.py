@@ -112,7 +112,7 @@ def run_kwargs(
     requests, _ = gpu_request(candidate.gpus.get("count", 0), wsl2=wsl2, device_ids=device_ids)
     kwargs: dict[str, Any] = {
         "image": docker["image"],
-        "command": [fill(part, values) for part in candidate.launch["command"]],
+        "command": [fill(part, values) for part in candidate.command],
         "name": container_name(candidate.name, run_id),
         "detach": True,
         "init": True,  # tini as PID 1: signals reach the engine, zombies are reaped
