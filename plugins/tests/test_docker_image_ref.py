@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from docker.errors import ImageNotFound
 
 from tp2qual.candidate import load_candidate
 from tp2qual.exceptions import PinMismatch
@@ -127,9 +128,7 @@ def pushed(client: Any, registry: str) -> Iterator[tuple[str, str]]:
     try:
         yield repo, digests[0].rpartition("@")[2]
     finally:
-        for ref in [f"{repo}:t1", *digests]:
-            with contextlib.suppress(Exception):
-                client.images.remove(ref)
+        _drop_local(client, repo)
 
 
 def _launcher(tmp_path: Path, client: Any, image: str, pin: str, pull: bool) -> DockerLauncher:
@@ -162,10 +161,13 @@ max_model_len = 2048
 
 
 def _drop_local(client: Any, repo: str) -> None:
+    """Untag the registry's references only: the base image keeps its own tag (and stays)."""
     for image in client.images.list(repo):
-        for ref in [*image.tags, *(d for d in image.attrs.get("RepoDigests") or [] if repo in d)]:
-            with contextlib.suppress(Exception):
+        refs = [*image.tags, *(image.attrs.get("RepoDigests") or [])]
+        for ref in [r for r in refs if r.startswith((f"{repo}:", f"{repo}@"))]:
+            with contextlib.suppress(ImageNotFound):  # untagging repo:t1 drops its digest too
                 client.images.remove(ref)
+    assert client.images.get(BASE_IMAGE).id == client.base_id
 
 
 @pytest.mark.docker
