@@ -11,6 +11,9 @@ import pytest
 from tp2qual.candidate import load_candidate, load_candidates
 from tp2qual.checks.engine_env import unknown_engine_env
 from tp2qual.engine_env import candidate_env_problems, env_basis, known_env
+from tp2qual.exceptions import CandidateError
+from tp2qual.redact import Redactor
+from tp2qual.serving.launchers.docker.launcher import DockerLauncher
 
 CANDIDATES = Path(__file__).resolve().parents[2] / "candidates"
 CAMPAIGN = [c for c in load_candidates([CANDIDATES]) if c.tp > 1]  # the TP2 campaign files
@@ -67,3 +70,37 @@ def test_the_variables_the_campaign_used_to_set_are_refused(
     (tmp_path / f"{name}.toml").write_text(text, encoding="utf-8")
     problems = candidate_env_problems(load_candidate(tmp_path / f"{name}.toml"))
     assert len(problems) == 1 and dead in problems[0]
+
+
+def test_docker_launcher_refuses_an_unknown_engine_variable_before_docker(tmp_path: Path) -> None:
+    """Refused at start() before any engine is asked (DOCKER_HOST points nowhere)."""
+    path = tmp_path / "dead-env.toml"
+    path.write_text(
+        f"""
+name = "dead-env"
+[model]
+repo = "example/none"
+revision = "{"0" * 40}"
+served_name = "none"
+[engine]
+kind = "vllm"
+version = "0.22.1"
+[launch]
+kind = "docker"
+command = ["--max-num-seqs", "1"]
+[launch.env]
+VLLM_WSL2_ENABLE_PIN_MEMORY = "1"
+[launch.docker]
+image = "nvcr.io/nvidia/vllm"
+pin = "sha256:{"b" * 64}"
+[serve]
+tensor_parallel_size = 1
+max_model_len = 2048
+""",
+        encoding="utf-8",
+    )
+    cand = load_candidate(path)
+    launcher = DockerLauncher(cand, tmp_path / "server.log", Redactor({}), run_id="r", wsl2=False)
+    with pytest.raises(CandidateError, match=r"VLLM_WSL2_ENABLE_PIN_MEMORY: vllm 0\.22\.1 has no"):
+        launcher.start()
+    assert launcher.stop().how == "not started"

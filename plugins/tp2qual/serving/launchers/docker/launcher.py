@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tp2qual.candidate import Candidate
+from tp2qual.engine_env import candidate_env_problems
 from tp2qual.evidence.layout import atomic_write
 from tp2qual.exceptions import CandidateError, PinMismatch, StartupExited
 from tp2qual.redact import Redactor
@@ -115,6 +116,8 @@ class DockerLauncher(LauncherBase):
         from docker.errors import APIError
 
         kwargs = self.run_kwargs()  # a bad mount or placeholder fails here, before Docker
+        if unknown := candidate_env_problems(self.candidate):  # set, but the engine ignores it
+            raise CandidateError("; ".join(unknown), candidate=self.candidate.name)
         client = self._docker()
         self._image = self._verified_image(client)
         self.refuse_busy_port()
