@@ -58,11 +58,11 @@ GATE_SETTINGS = {
     "throughput": {"floors": {"decode_tok_s_median": 20}},
 }
 ANSWERS = {"capital": "Paris.", "sum": "4"}
-WORDS = (
+VOCABULARY = (
     "the a harbour boat sailor wind rope salt night morning gull anchor tide storm lantern mast "
     "deck captain cargo island shore wave rain fog bell town market bread fish net old young "
     "quiet red grey blue green far near slowly softly sang waited watched carried pulled found"
-).split()
+)
 
 
 def fake_candidate(root: Path, name: str = NAME, env: dict[str, str] | None = None) -> Candidate:
@@ -160,7 +160,8 @@ def _deterministic(record: CandidateRecord, capital: str) -> None:
 
 def story(seed: int, words: int = 400) -> str:
     pick = random.Random(seed)
-    return " ".join(pick.choice(WORDS) for _ in range(words))
+    vocabulary = VOCABULARY.split()
+    return " ".join(pick.choice(vocabulary) for _ in range(words))
 
 
 def _repetition(record: CandidateRecord) -> None:
