@@ -235,9 +235,10 @@ def repetition(run: GateRun) -> Rederived:
         out.records += 1
         answer, reasoning = split_reasoning(_message(exchange))
         verdict = check("\n".join(part for part in (reasoning, answer) if part), thresholds)
-        new = {"ok": verdict.ok, "reason": verdict.reason, **verdict.measures}
-        out.compare(f"repetition.jsonl {tag}", "repetition_metrics.jsonl", row, **new)
-        out.rows["repetition_metrics.jsonl"].append({**row, **new})
+        # The decision is compared, not the measures: the gate measured the text before the
+        # evidence redacted any secret in it, and a redaction changes lengths and ratios.
+        out.compare(f"repetition.jsonl {tag}", "repetition_metrics.jsonl", row, ok=verdict.ok)
+        out.rows["repetition_metrics.jsonl"].append({**row, "ok": verdict.ok})
         if not verdict.ok:
             out.failures.append(f"repetition.jsonl {tag}: {verdict.reason}")
     expected = len(run.settings.get("prompts", []))
