@@ -162,3 +162,16 @@ def test_a_deleted_raw_exchange_file_is_named_even_when_unlisted(run_dir: Path) 
     rehash(run_dir)
     details = [p.detail for p in verify_run(run_dir).problems]
     assert "repetition: repetition.jsonl is not on disk: nothing to re-derive from" in details
+
+
+def test_a_gate_that_failed_before_any_exchange_stands_on_its_reason(tmp_path: Path) -> None:
+    """A server that died before the gate's first answer leaves no raw exchange to re-derive:
+    the failure is the finding's reason, not a verify problem."""
+    run_dir = write_run(tmp_path / "results", capital="Lyon.")
+    for name in ("deterministic.jsonl", "deterministic_verdicts.jsonl"):
+        (run_dir / NAME / name).unlink()
+    edit_finding(run_dir, lambda f: f["gates"]["deterministic"].update(claims=[]))
+    rehash(run_dir)
+    result = verify_run(run_dir)
+    assert result.ok, [p.line() for p in result.problems]
+    assert "deterministic" not in result.rechecked

@@ -402,7 +402,7 @@ def throughput(run: GateRun) -> Rederived:
             f"throughput.jsonl {tag}",
             "throughput_samples.jsonl",
             row,
-            **{k: new.get(k) for k in keys},
+            **{k: new[k] for k in keys if k in new},
         )
         out.rows["throughput_samples.jsonl"].append({**row, **new})
         if not new.get("ok"):

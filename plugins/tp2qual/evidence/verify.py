@@ -187,6 +187,8 @@ def check_rederived(
         got = None
         if gate in REDERIVERS:
             got, problem = _rederive(cand_dir, gate, settings, resolved)
+            if problem and finding.gates[gate].outcome == FAILED and not got.records:
+                continue  # failed before its exchanges were written: its reason stands alone
             if problem:
                 problems.append(problem)
                 continue
