@@ -272,7 +272,8 @@ def tool_calls(run: GateRun) -> Rederived:
             problems = [] if verdict.ok else [verdict.reason]
         else:
             problems = _judge_call(run, mode, exchange, raw)
-            out.records += mode.endswith("-stream") and f"{mode}-twin" in raw
+            if mode.endswith("-stream") and f"{mode}-twin" in raw:
+                out.records += 1  # its non-streamed twin was re-checked too
         new = {"ok": not problems, "problems": problems}
         out.compare(f"tool_calls.jsonl {tag}", "tool_calls_verdicts.jsonl", row, **new)
         out.rows["tool_calls_verdicts.jsonl"].append({**row, **new})
