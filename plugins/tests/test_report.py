@@ -84,7 +84,9 @@ def test_a_previous_run_of_the_candidate_is_compared(tmp_path: Path) -> None:
     assert "../20251201T000000Z-0000/report.html" in html and "2.010x" in html
 
 
-def test_a_failure_shows_its_cause_and_log_excerpt(run_dir: Path) -> None:
+def test_a_failure_shows_its_cause_and_log_excerpt(tmp_path: Path) -> None:
+    run_dir = write_run(tmp_path / "results", capital="Lyon.")  # the raw answer shows it
+
     def fail(finding: dict) -> None:
         gate = finding["gates"]["deterministic"]
         gate.update(
