@@ -285,6 +285,8 @@ def launch(
         reader.join(KILL_GRACE_S)
         outcome.returncode = proc.returncode
     every = sorted([*outcomes, *absent], key=lambda o: o.rank)
+    for o in every:  # time-stamped, so a stall reads from the log: how long the others waited
+        _say(o.rank, nprocs, _ending(o, timed_out), out=out)
     return _report(nprocs, timeout_s, every, timed_out, time.monotonic() - started, plan)
 
 
@@ -447,10 +449,20 @@ def worker(rank: int, world: int, port: int, plan: Plan) -> int:
     return EXIT_OK if result["ok"] else EXIT_FAILED
 
 
-def _say(rank: int, world: int, text: str) -> None:
+def _say(rank: int, world: int, text: str, out: TextIO | None = None) -> None:
     """A time-stamped progress line; the diagnosis reads stalls from these stamps."""
     stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
-    print(f"[{stamp}] {PROGRESS} rank {rank}/{world}: {text}", flush=True)
+    print(f"[{stamp}] {PROGRESS} rank {rank}/{world}: {text}", file=out or sys.stdout, flush=True)
+
+
+def _ending(o: RankOutcome, timed_out: bool) -> str:
+    if o.returncode is None:
+        return "never started (not launched)"
+    if o.returncode < 0:
+        return f"killed by signal {-o.returncode}" + (
+            " at the probe's timeout" if timed_out else ""
+        )
+    return f"exited with status {o.returncode}"
 
 
 def _all_reduce(
@@ -472,12 +484,16 @@ def _all_reduce(
         device = "cpu"
     facts["device"] = device
     _say(rank, world, f"init_process_group backend={plan.backend} device={device} START")
+    # device_id makes NCCL build its communicator here (eagerly) rather than inside the first
+    # collective, so an init failure and a collective failure read apart in the log.
+    eager = {"device_id": torch.device(device)} if plan.backend == "nccl" else {}
     dist.init_process_group(
         plan.backend,
         init_method=f"tcp://127.0.0.1:{port}",
         rank=rank,
         world_size=world,
         timeout=datetime.timedelta(seconds=plan.torch_timeout_s),
+        **eager,
     )
     _say(rank, world, f"init_process_group backend={plan.backend} COMPLETE")
     if plan.stall_rank == rank:
