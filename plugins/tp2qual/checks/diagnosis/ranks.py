@@ -166,8 +166,8 @@ def rule_first_collective_hang(ctx: Context) -> list[Finding]:
         return []
     first_ready = min(ready.values(), key=lambda ln: ln.no)
     entered = _entered_first_collective(ctx.lines[first_ready.no - 1 :])
-    lagging = sorted(set(range(world)) - set(entered))
-    if entered and lagging:
+    lagging = sorted(set(range(world)) - set(entered)) if entered else []
+    if lagging:
         who = f"; rank(s) {lagging} never entered it (rank(s) {sorted(entered)} did and waited)"
     else:
         who = ""
@@ -182,7 +182,7 @@ def rule_first_collective_hang(ctx: Context) -> list[Finding]:
             f"every rank (0..{world - 1}) finished init, and the first collective never"
             f" returned: {how}{who}",
             evidence_of([*_first(ready), *(timeouts[:1] or [ctx.lines[-1]])]),
-            _hang_remedy(ctx, lagging if entered else []),
+            _hang_remedy(ctx, lagging),
             "high" if timeouts or lagging else "medium",
         )
     ]
