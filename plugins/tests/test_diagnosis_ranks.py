@@ -73,7 +73,7 @@ def test_a_stall_read_from_timestamps_alone_and_not_before_it_is_one():
 
 
 def test_the_healthy_captures_name_nothing():
-    for path in (GLOO / "probe-2rank-ok.log", H200 / "probe-2rank-ok.log"):
+    for path in (*GLOO.glob("probe-2rank-ok*.log"), H200 / "probe-2rank-ok.log"):
         assert diagnose(path.read_text(), tp=2).verdict == "ok", path
 
 
@@ -146,8 +146,9 @@ def test_vllm_healthy_tp2_start_names_nothing():
 # --- the probe's report line, from the same real captures ---------------------------------------
 
 
-def test_the_gloo_report_parses_and_passes_with_every_case():
-    report = parse_report((GLOO / "probe-2rank-ok.log").read_text())
+@pytest.mark.parametrize("name", ["probe-2rank-ok.log", "probe-2rank-ok-vllm-venv.log"])
+def test_the_gloo_report_parses_and_passes_with_every_case(name):
+    report = parse_report((GLOO / name).read_text())
     assert (report.backend, report.nprocs, report.ranks_ok) == ("gloo", 2, (0, 1))
     assert sorted((c.dtype, c.bytes) for c in report.cases) == [
         (d, n) for d in ("bf16", "fp32") for n in (4096, 1 << 20, 32 << 20)

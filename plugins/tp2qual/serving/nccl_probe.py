@@ -573,6 +573,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"nccl_probe: backend {plan.backend}, {args.nprocs} rank(s), GB/s as nccl-tests:")
     for line in table(report):
         print(f"nccl_probe: {line}")
+    for rank in report.ranks:
+        if rank.get("error"):
+            print(f"nccl_probe: rank {rank['rank']}: {rank['error']}")
     if report.timed_out:
         print(f"nccl_probe: timed out after {args.timeout:g} s; killed all ranks", flush=True)
     print(REPORT_TAG + json.dumps(asdict(report), sort_keys=True), flush=True)
