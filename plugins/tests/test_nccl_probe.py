@@ -1,8 +1,10 @@
 """The probe's launcher: arguments, results, failure and timeout paths, with fake ranks (no
-torch, no GPU), plus what the real probe printed on the H200 on 2026-11-30."""
+torch, no GPU); what the real probe printed on the H200 on 2026-11-30; and the real probe on gloo
+with two ranks in the vLLM CPU engine's venv, chosen from the candidate."""
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import io
 import json
@@ -13,9 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from tp2qual.candidate import Candidate, load_candidate
 from tp2qual.checks.nccl import analyze, check
-from tp2qual.checks.probe_result import parse_report
+from tp2qual.checks.probe_result import check_report, parse_report
 from tp2qual.serving import nccl_probe
+from tp2qual.serving.probe import backend_of, probe_argv, run_probe
 
 DATA = Path(__file__).parent / "data" / "h200-2026-11-30"
 PLUGINS = Path(__file__).resolve().parents[1]
@@ -226,3 +230,40 @@ def test_h200_two_ranks_on_one_gpu_fail_with_duplicate_gpu():
     assert set(rank1.env_acks) == {"NCCL_CUMEM_ENABLE", "NCCL_CUMEM_HOST_ENABLE"}
     verdict = check(log, tp_size=2, expect_env={}, p2p_disabled=True)
     assert not verdict.ok and "duplicate_gpu" in verdict.reason
+
+
+# --- the candidate decides the backend; the engine's own Python runs it ------------------------
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def cpu_tp2() -> Candidate:
+    """The embedded vLLM CPU candidate at tensor-parallel size 2: no GPU, so gloo."""
+    base = load_candidate(REPO / "candidates" / "smollm2-135m-vllm.toml")
+    spec = copy.deepcopy(base.spec)
+    spec["serve"]["tensor_parallel_size"] = 2
+    return Candidate(base.path, spec)
+
+
+def test_a_cpu_candidate_probes_with_gloo_under_the_engines_python():
+    candidate = cpu_tp2()
+    assert backend_of(candidate) == "gloo"
+    argv = probe_argv(candidate, 60)
+    assert argv[:2] == [str(candidate.python()), str(nccl_probe.Path(nccl_probe.__file__))]
+    assert argv[argv.index("--backend") + 1] == "gloo"
+    assert argv[argv.index("--nprocs") + 1] == "2"
+    gpu = Candidate(candidate.path, {**candidate.spec, "gpus": {"count": 2}})
+    assert backend_of(gpu) == "nccl"
+
+
+@pytest.mark.skipif(
+    not cpu_tp2().python().exists(), reason="the vLLM CPU engine's venv is not installed"
+)
+def test_the_probe_runs_on_gloo_for_real_in_the_engines_venv():
+    """Two real gloo ranks on this CPU: every size and dtype sums exactly, with figures."""
+    run = run_probe(cpu_tp2(), 120)
+    report = parse_report(run.output)
+    assert run.returncode == 0, run.output[-2000:]
+    assert (report.backend, report.nprocs, report.ranks_ok) == ("gloo", 2, (0, 1))
+    assert len(report.cases) == 6 and all(c.ok and c.busbw_gbps for c in report.cases)
+    assert check_report(report, tp=2, backend="gloo").ok
