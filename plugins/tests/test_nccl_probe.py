@@ -47,7 +47,8 @@ def test_parse_args_defaults_and_limits(tmp_path):
     args = nccl_probe.parse_args(["--nprocs", "1", "--timeout", "2.5", "--log-dir", str(tmp_path)])
     assert (args.nprocs, args.timeout, args.log_dir) == (1, 2.5, tmp_path)
     for bad in (["--nprocs", "0"], ["--timeout", "0"], ["--nprocs", "x"], ["--sizes", "0"],
-                ["--sizes", "4X"], ["--dtypes", "int8"], ["--backend", "mpi"]):  # fmt: skip
+                ["--sizes", "4X"], ["--sizes", "6"], ["--dtypes", "int8"],
+                ["--backend", "mpi"]):  # fmt: skip
         with pytest.raises(SystemExit) as exc:
             nccl_probe.parse_args(bad)
         assert exc.value.code == 2

@@ -173,7 +173,10 @@ def _sizes(text: str) -> list[int]:
         m = re.fullmatch(r"\s*(\d+)\s*([KMG]?)(?:i?B)?\s*", part, re.I)
         if not m or int(m[1]) == 0:
             raise argparse.ArgumentTypeError(f"{part!r} is not a size such as 4096, 4K, 32M")
-        out.append(int(m[1]) * _UNITS[m[2].upper()])
+        size = int(m[1]) * _UNITS[m[2].upper()]
+        if size % 4:  # whole elements of every dtype, so the bytes reported are the bytes moved
+            raise argparse.ArgumentTypeError(f"{part!r}: a size must be a multiple of 4 bytes")
+        out.append(size)
     return out
 
 
@@ -521,7 +524,7 @@ def _one_case(
     import torch.distributed as dist
 
     torch_dtype = getattr(torch, _TORCH_DTYPES[dtype])
-    count = max(1, size // torch.tensor([], dtype=torch_dtype).element_size())
+    count = size // torch.tensor([], dtype=torch_dtype).element_size()
     expected = world * (world + 1) // 2
     label = f"all_reduce {dtype} {size} B"
     _say(rank, world, f"{label} START")
@@ -533,6 +536,8 @@ def _one_case(
     case.update(ok=wrong == 0, wrong_elements=wrong)
     if wrong:
         case["error"] = f"{wrong} of {count} elements differ from {expected}"
+    if float(torch.tensor(expected, dtype=torch_dtype).item()) != expected:  # a suite limit
+        case.update(ok=False, error=f"{world} ranks: the sum {expected} is not exact in {dtype}")
     for _ in range(plan.warmup):
         dist.all_reduce(t)
     sync()
