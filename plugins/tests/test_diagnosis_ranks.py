@@ -70,6 +70,9 @@ def test_a_stall_read_from_timestamps_alone_and_not_before_it_is_one():
     assert first.rule == "first_collective_hang" and "40 s after init" in first.cause
     assert first.confidence == "medium"  # no error line and no rank named
     assert rules(both + "[2026-12-01 10:00:10] launcher: still waiting\n", tp=2) == []
+    # A server still at work after init (loading weights) is not stalled, however long it takes.
+    work = "".join(f"[2026-12-01 10:00:{s:02d}] loading shard {s}\n" for s in range(5, 60, 5))
+    assert rules(both + work + "[2026-12-01 10:01:00] launcher: still waiting\n", tp=2) == []
 
 
 def test_the_healthy_captures_name_nothing():

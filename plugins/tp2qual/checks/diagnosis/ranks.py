@@ -52,6 +52,14 @@ _PROGRESS = re.compile(
 )
 
 
+# Lines that say only "still waiting" (launchers' heartbeats, the probe's end-of-rank lines, an
+# engine waiting on its workers): they mark time, they are not work done.
+_WAITING = re.compile(
+    r"\bwaiting\b|tp2qual-probe rank \d+/\d+: (?:exited|killed|never started)|every rank ended",
+    re.I,
+)
+
+
 def _ranks(ctx: Context, phase: str) -> tuple[dict[int, Line], int | None]:
     """Each rank's first line in ``phase`` (``START``: it joined; ``COMPLETE``: its init
     returned), and the world size the lines state."""
@@ -162,7 +170,9 @@ def rule_first_collective_hang(ctx: Context) -> list[Finding]:
     if any(_COLL_ISSUED.search(ln.text) or _PROGRESS.search(ln.text) for ln in after):
         return []  # a collective completed (or NCCL's own COLL lines: hangs.rule_collective_hang)
     timeouts = [ln for ln in after if _COLL_TIMEOUT.search(ln.text)]
-    stall = _stall(ctx, last_ready)
+    # Quiet since the last line of work: a server still loading its weights is not stalled.
+    busy = [ln for ln in after if ln.text.strip() and not _WAITING.search(ln.text)]
+    stall = _stall(ctx, busy[-1] if busy else last_ready)
     if not timeouts and (stall is None or stall < HANG_AFTER_S):
         return []
     first_ready = min(ready.values(), key=lambda ln: ln.no)
@@ -176,7 +186,7 @@ def rule_first_collective_hang(ctx: Context) -> list[Finding]:
         said = _COLL_TIMEOUT.search(timeouts[0].text)
         how = f"the backend timed out waiting for it ({said[0] if said else 'timeout'})"
     else:
-        how = f"the log went on for {stall:.0f} s after init with no collective completed"
+        how = f"the log went on for {stall:.0f} s after init with no work and no collective done"
     return [
         Finding(
             "first_collective_hang",
