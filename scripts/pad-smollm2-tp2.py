@@ -26,6 +26,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 HEADS, KV_HEADS, HEAD_DIM = 12, 4, 64
 
@@ -38,14 +39,14 @@ def sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def pad_rows(tensor, heads: int):  # noqa: ANN001, ANN201 (torch is the engine venv's)
+def pad_rows(tensor: Any, heads: int) -> Any:  # torch tensors: torch is the engine venv's
     import torch
 
     extra = heads * HEAD_DIM - tensor.shape[0]
     return torch.cat([tensor, tensor.new_zeros(extra, tensor.shape[1])], dim=0)
 
 
-def pad_cols(tensor, heads: int):  # noqa: ANN001, ANN201
+def pad_cols(tensor: Any, heads: int) -> Any:
     import torch
 
     extra = heads * HEAD_DIM - tensor.shape[1]
@@ -57,8 +58,10 @@ def pad(src: Path, out: Path) -> str:
 
     config = json.loads((src / "config.json").read_text())
     if (config["num_attention_heads"], config["num_key_value_heads"]) != (9, 3):
-        sys.exit(f"{src}: expected 9/3 heads, found {config['num_attention_heads']}/"
-                 f"{config['num_key_value_heads']}")
+        sys.exit(
+            f"{src}: expected 9/3 heads, found {config['num_attention_heads']}/"
+            f"{config['num_key_value_heads']}"
+        )
     tensors = load_file(str(src / "model.safetensors"))
     padded = {}
     for name, tensor in sorted(tensors.items()):
@@ -79,11 +82,19 @@ def pad(src: Path, out: Path) -> str:
     (tmp / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
     save_file(padded, str(tmp / "model.safetensors"), metadata={"format": "pt"})
     digest = sha256(tmp / "model.safetensors")
-    (tmp / "tp2qual-padding.json").write_text(json.dumps({
-        "source_sha256": sha256(src / "model.safetensors"),
-        "heads": [9, HEADS], "kv_heads": [3, KV_HEADS], "head_dim": HEAD_DIM,
-        "model_sha256": digest,
-    }, indent=2) + "\n")
+    (tmp / "tp2qual-padding.json").write_text(
+        json.dumps(
+            {
+                "source_sha256": sha256(src / "model.safetensors"),
+                "heads": [9, HEADS],
+                "kv_heads": [3, KV_HEADS],
+                "head_dim": HEAD_DIM,
+                "model_sha256": digest,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     shutil.rmtree(out, ignore_errors=True)
     os.replace(tmp, out)
     return digest
