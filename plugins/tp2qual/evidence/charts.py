@@ -45,8 +45,11 @@ def nice_ticks(low: float, high: float, count: int = 4) -> list[float]:
     raw = (high - low) / count
     power = 10 ** math.floor(math.log10(raw))
     step = next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw)
-    first = math.floor(low / step) * step
-    return [round(first + i * step, 12) for i in range(count + 3) if first + i * step <= high + step]
+    first = math.floor(low / step + 1e-9) * step
+    ticks = [round(first, 12)]
+    while ticks[-1] < high - step * 1e-9 and len(ticks) < count + 3:
+        ticks.append(round(first + len(ticks) * step, 12))
+    return ticks
 
 
 def label(value: float) -> str:
@@ -87,20 +90,43 @@ def sample_chart(
             _el("text", label(t), x=left - 6, y=y(t) + 4, text_anchor="end", font_size=11),
         ]
     every = max(1, math.ceil(n / 12))
-    points = [(x(k) if n > 1 else (left + width - right) / 2, y(v)) for k, (_, v) in enumerate(samples)]
+    points = [
+        (x(k) if n > 1 else (left + width - right) / 2, y(v)) for k, (_, v) in enumerate(samples)
+    ]
     for k, ((number, _), (px, _)) in enumerate(zip(samples, points, strict=True)):
         if k % every == 0 or k == n - 1:
             out.append(
-                _el("text", str(number), x=px, y=height - bottom + 15, text_anchor="middle",
-                    font_size=11)  # fmt: skip
+                _el(
+                    "text",
+                    str(number),
+                    x=px,
+                    y=height - bottom + 15,
+                    text_anchor="middle",
+                    font_size=11,
+                )
             )
     if floor is not None:
         fy = y(floor[0])
         out += [
-            _el("line", x1=left, x2=width - right, y1=fy, y2=fy, stroke=RED, stroke_width=1.5,
-                stroke_dasharray="6 4"),  # fmt: skip
-            _el("text", floor[1], x=width - right - 4, y=fy - 4, text_anchor="end",
-                font_size=11, fill=RED),  # fmt: skip
+            _el(
+                "line",
+                x1=left,
+                x2=width - right,
+                y1=fy,
+                y2=fy,
+                stroke=RED,
+                stroke_width=1.5,
+                stroke_dasharray="6 4",
+            ),
+            _el(
+                "text",
+                floor[1],
+                x=width - right - 4,
+                y=fy - 4,
+                text_anchor="end",
+                font_size=11,
+                fill=RED,
+            ),
         ]
     line = " ".join(f"{px:.1f},{py:.1f}" for px, py in points)
     out.append(_el("polyline", points=line, fill="none", stroke=BLUE, stroke_width=2))
@@ -111,17 +137,38 @@ def sample_chart(
 
 
 def _axes(
-    left: int, right: int, top: int, bottom: int, width: int, height: int, y_title: str,
+    left: int,
+    right: int,
+    top: int,
+    bottom: int,
+    width: int,
+    height: int,
+    y_title: str,
     x_title: str,
-) -> list[Element]:  # fmt: skip
+) -> list[Element]:
     mid = (top + height - bottom) / 2
     return [
         _el("line", x1=left, x2=left, y1=top, y2=height - bottom, stroke=INK),
         _el("line", x1=left, x2=width - right, y1=height - bottom, y2=height - bottom, stroke=INK),
-        _el("text", x_title, x=(left + width - right) / 2, y=height - 6, text_anchor="middle",
-            font_size=12, fill=MUTED),  # fmt: skip
-        _el("text", y_title, x=14, y=mid, text_anchor="middle", font_size=12, fill=MUTED,
-            transform=f"rotate(-90 14 {mid:.1f})"),  # fmt: skip
+        _el(
+            "text",
+            x_title,
+            x=(left + width - right) / 2,
+            y=height - 6,
+            text_anchor="middle",
+            font_size=12,
+            fill=MUTED,
+        ),
+        _el(
+            "text",
+            y_title,
+            x=14,
+            y=mid,
+            text_anchor="middle",
+            font_size=12,
+            fill=MUTED,
+            transform=f"rotate(-90 14 {mid:.1f})",
+        ),
     ]
 
 
@@ -144,12 +191,14 @@ def interval_chart(title: str, unit: str, rows: list[Interval], width: int = 520
     for t in ticks:
         out += [
             _el("line", x1=x(t), x2=x(t), y1=top, y2=height - bottom, stroke=GRID),
-            _el("text", label(t), x=x(t), y=height - bottom + 15, text_anchor="middle",
-                font_size=11),  # fmt: skip
+            _el(
+                "text", label(t), x=x(t), y=height - bottom + 15, text_anchor="middle", font_size=11
+            ),
         ]
     for k, row in enumerate(rows):
         cy = top + pitch * k + pitch / 2
-        ci = f", 95 % CI [{label(row.low)}, {label(row.high)}]" if row.low is not None else ""
+        whisker = row.low is not None and row.high is not None
+        ci = f", 95 % CI [{label(row.low or 0)}, {label(row.high or 0)}]" if whisker else ""
         tip = f"{row.name}: median {label(row.median)} {unit}{ci}"
         out.append(
             _el("text", row.name[:26], x=left - 8, y=cy + 4, text_anchor="end", font_size=12)

@@ -81,12 +81,15 @@ def decided_by(finding: Finding) -> tuple[str, str]:
 
 
 def extra_claims(finding: Finding) -> dict[str, Any]:
-    """Claims of the gates written beside the suite's (agreement, accuracy), by claim name."""
-    return {
-        claim.name: claim.value
-        for gate, claim in finding.claims()
-        if gate.startswith(EXTRA_PREFIXES) or claim.name.startswith(EXTRA_PREFIXES)
-    }
+    """Claims of the gates written beside the suite's (agreement, accuracy), keyed
+    ``group.claim``: the group is the gate so named, else the prefix the claim's name has."""
+    found = {}
+    for gate, claim in finding.claims():
+        group = gate if gate.startswith(EXTRA_PREFIXES) else claim.name.split("_")[0]
+        shown = not isinstance(claim.value, dict | list) and len(str(claim.value)) <= 60
+        if group.startswith(EXTRA_PREFIXES) and shown:
+            found[f"{group}.{claim.name}"] = claim.value
+    return found
 
 
 def _ci(stats: Any) -> tuple[float | None, float | None]:
@@ -110,7 +113,9 @@ def summary_of(
 ) -> Summary:
     """Pure: the row from a read finding, its throughput summary and its TP1 comparison."""
     claimed = finding.figures("throughput")
-    roof = next((c.value for g, c in finding.claims() if c.name.endswith("fraction_of_roofline")), None)
+    roof = next(
+        (c.value for g, c in finding.claims() if c.name.endswith("fraction_of_roofline")), None
+    )
     rows = {r.get("figure"): r for r in comparison.get("rows") or [] if isinstance(r, Mapping)}
     has_baseline = bool(comparison.get("baseline"))
     seconds = sum(g.seconds for g in finding.gates.values())
@@ -246,7 +251,9 @@ def table(rows: list[Summary]) -> list[str]:
     extras = extra_columns(rows)
     names = [c for c in COLUMNS if c != "cause"] + extras + ["cause"]
     body = [[cell(flat(r, extras)[c]) for c in names] for r in rows]
-    widths = [max(len(c), *(len(b[i]) for b in body)) if body else len(c) for i, c in enumerate(names)]
+    widths = [
+        max(len(c), *(len(b[i]) for b in body)) if body else len(c) for i, c in enumerate(names)
+    ]
     return [
         "  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)).rstrip()
         for line in [names, ["-" * w for w in widths], *body]

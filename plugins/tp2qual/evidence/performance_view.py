@@ -78,7 +78,9 @@ def sample_charts(cand_dir: Path, floors: dict[str, Any]) -> tuple[Chart, ...]:
             title, unit = FIGURES[key]
             floor = floor_of(key, floors, unit)
             svg = sample_chart(title, unit, points, floor)
-            words = f"{title} of each of the {len(points)} measured samples ({unit}), warm-up left out"
+            words = (
+                f"{title} of each of the {len(points)} measured samples ({unit}), warm-up left out"
+            )
             charts.append(Chart(words + ("; dashed: the candidate's floor" if floor else ""), svg))
     return tuple(charts)
 
@@ -103,9 +105,9 @@ def performance_context(cand_dir: Path) -> tuple[Fact, ...]:
         for row in comparison_.get("rows", []):
             facts.append(
                 (
-                    f"{row['figure']}: this / baseline",
-                    f"{fmt(row['now'])} / {fmt(row['baseline'])} = "
-                    f"{ratio(row['now'], row['baseline'])}",
+                    f"{row.get('figure')}: this / baseline",
+                    f"{fmt(row.get('now'))} / {fmt(row.get('baseline'))} = "
+                    f"{ratio(row.get('now'), row.get('baseline'))}",
                 )
             )
     if roof.get("computed"):

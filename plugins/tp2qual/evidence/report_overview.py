@@ -59,10 +59,20 @@ def overview_row(row: Summary, extras: list[str]) -> OverviewRow:
         tp1=_ratio(row.tp1_ratio),
         tp1_note=tp1_words(row),
         roofline=_share(row.roofline_share),
-        extra=tuple(cell(row.extra.get(k)) for k in extras),
+        extra=tuple(_group(row, g) for g in extras),
         wall=_seconds(row.wall_s),
         host=row.host or "—",
     )
+
+
+def groups(rows: list[Summary]) -> list[str]:
+    """The extra columns: one per gate (or claim prefix) that recorded agreement or accuracy."""
+    return sorted({k.split(".", 1)[0] for k in extra_columns(rows)})
+
+
+def _group(row: Summary, group: str) -> str:
+    said = [(k.split(".", 1)[1], v) for k, v in row.extra.items() if k.startswith(group + ".")]
+    return " · ".join(f"{name} {cell(value)}" for name, value in said) or "—"
 
 
 def history_row(row: Summary, current: str) -> HistoryRow:
@@ -100,7 +110,7 @@ def _data_uri(kind: str, text: str) -> str:
 
 def build_overview(run_dir: Path) -> Overview:
     rows = summarize_run(run_dir)
-    extras = extra_columns(rows)
+    extras = groups(rows)
     histories = []
     for row in rows:
         runs = history(run_dir, row.candidate)
