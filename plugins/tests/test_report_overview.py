@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 import pytest
+from test_report import CHROMIUM, _chromium, _page_errors
 from test_verify import write_run
 
 from tp2qual.__main__ import main
@@ -83,6 +84,7 @@ def test_a_row_per_candidate_read_from_its_claims(campaign: Path) -> None:
     assert (slow.verdict, slow.gate) == ("FAIL", "deterministic")
     assert slow.cause == "CUDA out of memory at load"  # the diagnosis, not the assertion
     assert slow.decode_tok_s is None  # its throughput claims were withdrawn: not shown
+    assert slow.decode_ci == (None, None)  # nor the interval its stale summary file holds
     assert slow.tp1_corroborated is None
 
 
@@ -163,3 +165,21 @@ def test_topology_as_tables_from_a_real_h200_pair() -> None:
         "NVML not available: no libnvidia-ml"
     )
     assert topology_view(None) is None
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
+def test_the_overview_renders_in_a_headless_browser(campaign: Path, tmp_path: Path) -> None:
+    """The overview, its chart, the history and a failed candidate's diagnosis, as drawn."""
+    url = (campaign / "report.html").as_uri()
+    (campaign / "report.html").write_text(render(build_run(campaign)))
+    shot = tmp_path / "overview.png"
+    drawn = _chromium(url, tmp_path / "profile-1", f"--screenshot={shot}")
+    assert drawn.returncode == 0 and shot.stat().st_size > 20_000, drawn.stderr[-2000:]
+    dom = _chromium(url, tmp_path / "profile-2", "--dump-dom").stdout
+    top = dom.split(f'<section id="{FAST}">')[0]
+    assert '<section id="overview">' in top and "decode rate by candidate" in top
+    assert "TTFT by candidate" in top and "History across dated runs" in top
+    assert "CUDA out of memory at load" in top and "exact_share 0.6" in top
+    failed = dom.split(f'<section id="{SLOW}">')[1]
+    assert "Diagnosed (oom" in failed and "Why it failed" in failed
+    assert _page_errors(drawn.stderr) == []

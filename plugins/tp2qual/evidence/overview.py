@@ -120,16 +120,20 @@ def summary_of(
     has_baseline = bool(comparison.get("baseline"))
     seconds = sum(g.seconds for g in finding.gates.values())
     gate, cause = decided_by(finding)
+    decode, ttft = (
+        _number(claimed.get("decode_tok_s_median")),
+        _number(claimed.get("ttft_s_median")),
+    )
     return Summary(
         run_id=run_id,
         candidate=finding.candidate,
         verdict=finding.verdict or "INCOMPLETE",
         gate=gate,
         cause=cause,
-        decode_tok_s=_number(claimed.get("decode_tok_s_median")),
-        decode_ci=_ci(stats.get("decode_tok_s")),
-        ttft_s=_number(claimed.get("ttft_s_median")),
-        ttft_ci=_ci(stats.get("ttft_s")),
+        decode_tok_s=decode,  # an interval only beside a claimed median
+        decode_ci=_ci(stats.get("decode_tok_s")) if decode is not None else (None, None),
+        ttft_s=ttft,
+        ttft_ci=_ci(stats.get("ttft_s")) if ttft is not None else (None, None),
         tp1_ratio=_number((rows.get("decode_tok_s_median") or {}).get("ratio")),
         tp1_corroborated=bool(comparison.get("corroborated")) if has_baseline else None,
         tp1_date=str((comparison.get("baseline") or {}).get("date") or ""),
@@ -203,9 +207,13 @@ def extra_columns(rows: Iterable[Summary]) -> list[str]:
 
 
 COLUMNS = (
-    "run_id", "candidate", "verdict", "gate", "decode_tok_s", "ttft_s", "tp1_ratio",
-    "tp1_baseline", "roofline_share", "wall_s", "host", "cause",
+    "run_id", "candidate", "verdict", "gate", "decode_tok_s", "decode_ci95", "ttft_s", "ttft_ci95",
+    "tp1_ratio", "tp1_baseline", "roofline_share", "wall_s", "host",
 )  # fmt: skip
+
+
+def _pair(ci: tuple[float | None, float | None]) -> str:
+    return "—" if None in ci else f"[{cell(ci[0])}, {cell(ci[1])}]"
 
 
 def flat(row: Summary, extras: list[str]) -> dict[str, Any]:
@@ -249,8 +257,13 @@ def to_json(rows: list[Summary]) -> str:
 def table(rows: list[Summary]) -> list[str]:
     """Aligned columns for a terminal, the cause last so it may run long."""
     extras = extra_columns(rows)
-    names = [c for c in COLUMNS if c != "cause"] + extras + ["cause"]
-    body = [[cell(flat(r, extras)[c]) for c in names] for r in rows]
+    names = [*COLUMNS, *extras, "cause"]
+    shown = [
+        {k: cell(v) for k, v in flat(r, extras).items()}
+        | {"gate": r.gate or "—", "decode_ci95": _pair(r.decode_ci), "ttft_ci95": _pair(r.ttft_ci)}
+        for r in rows
+    ]
+    body = [[line[c] for c in names] for line in shown]
     widths = [
         max(len(c), *(len(b[i]) for b in body)) if body else len(c) for i, c in enumerate(names)
     ]

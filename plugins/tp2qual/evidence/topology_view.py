@@ -86,6 +86,7 @@ def _host(snapshot: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
         ("CUDA driver", snapshot.get("cuda_driver_version")),
         ("NVML", snapshot.get("nvml_version")),
         ("read by", snapshot.get("source")),
+        ("read on Docker host", (snapshot.get("read_on") or {}).get("name")),
     ]
     return tuple((k, str(v)) for k, v in facts if v not in (None, ""))
 
