@@ -45,6 +45,10 @@ def _fail_deterministic(finding: dict) -> None:
     finding.update(verdict="FAIL", failed_gate="deterministic")
 
 
+def _lane(finding: dict) -> None:
+    finding["candidate_spec"]["lane"] = {"after": FAST, "kind": "optional"}
+
+
 def _agreement(finding: dict) -> None:
     claim = {"name": "exact_share", "value": 0.6, "artifact": "agreement.jsonl"}
     finding["gates"]["agreement"] = {"outcome": "passed", "claims": [claim]}
@@ -70,6 +74,7 @@ def campaign(tmp_path: Path) -> Path:
     )
     _edit(run / FAST, _agreement)
     _edit(run / SLOW, _fail_deterministic)
+    _edit(run / SLOW, _lane)
     write_manifest(run, run_id=run.name, final=True)
     return run
 
@@ -86,6 +91,7 @@ def test_a_row_per_candidate_read_from_its_claims(campaign: Path) -> None:
     assert slow.decode_tok_s is None  # its throughput claims were withdrawn: not shown
     assert slow.decode_ci == (None, None)  # nor the interval its stale summary file holds
     assert slow.tp1_corroborated is None
+    assert (slow.lane_after, fast.lane_after) == (FAST, "")
 
 
 def test_the_report_opens_with_the_overview_chart_and_history(campaign: Path) -> None:
@@ -180,6 +186,7 @@ def test_the_overview_renders_in_a_headless_browser(campaign: Path, tmp_path: Pa
     assert '<section id="overview">' in top and "decode rate by candidate" in top
     assert "TTFT by candidate" in top and "History across dated runs" in top
     assert "CUDA out of memory at load" in top and "exact_share 0.6" in top
+    assert f'lane after <a href="#{FAST}">{FAST}</a>' in top
     failed = dom.split(f'<section id="{SLOW}">')[1]
     assert "Diagnosed (oom" in failed and "Why it failed" in failed
     assert _page_errors(drawn.stderr) == []

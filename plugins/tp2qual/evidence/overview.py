@@ -48,6 +48,7 @@ class Summary:
     extra: dict[str, Any] = field(default_factory=dict)  # agreement_* / accuracy_* claims
     wall_s: float | None = None  # the candidate's gate time, server start-up included
     host: str = ""
+    lane_after: str = ""  # an optional lane: the baseline candidate it runs after
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -141,6 +142,7 @@ def summary_of(
         extra=extra_claims(finding),
         wall_s=seconds or None,
         host=host_of(finding),
+        lane_after=finding.lane_after or "",
     )
 
 

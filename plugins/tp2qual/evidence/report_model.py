@@ -157,6 +157,7 @@ class OverviewRow:
     extra: tuple[str, ...]  # one per Overview.extra_columns
     wall: str
     host: str
+    lane_after: str = ""
 
 
 @dataclass(frozen=True)

@@ -62,6 +62,7 @@ def overview_row(row: Summary, extras: list[str]) -> OverviewRow:
         extra=tuple(_group(row, g) for g in extras),
         wall=_seconds(row.wall_s),
         host=row.host or "—",
+        lane_after=row.lane_after,
     )
 
 
