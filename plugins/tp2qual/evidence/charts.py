@@ -78,7 +78,9 @@ def sample_chart(
     """(sample number, value) pairs as a line with dots; ``floor``: (value, words) drawn dashed."""
     left, right, top, bottom = 62, 14, 16, 42
     values = [v for _, v in samples] + ([floor[0]] if floor else [])
-    ticks = nice_ticks(min(values), max(values)) if values else [0.0]
+    low, high = (min(values), max(values)) if values else (0.0, 1.0)
+    pad = (high - low) * 0.05 if floor else 0.0  # a floor at the lowest value stays off the axis
+    ticks = nice_ticks(low - pad, high + pad)
     low, high = ticks[0], ticks[-1] if ticks[-1] > ticks[0] else ticks[0] + 1
     y = _Scale(low, high, height - bottom, top)
     n = len(samples)
