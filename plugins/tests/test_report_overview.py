@@ -190,3 +190,14 @@ def test_the_overview_renders_in_a_headless_browser(campaign: Path, tmp_path: Pa
     failed = dom.split(f'<section id="{SLOW}">')[1]
     assert "Diagnosed (oom" in failed and "Why it failed" in failed
     assert _page_errors(drawn.stderr) == []
+
+
+def test_odd_shaped_files_read_as_not_recorded(campaign: Path) -> None:
+    """Hand-edited artifacts of the wrong shape: '—' in the overview, never a traceback."""
+    (campaign / FAST / "throughput_comparison.json").write_text('{"baseline": "x", "rows": 3}')
+    (campaign / FAST / "throughput_summary.json").write_text("[1, 2]")
+    _edit(campaign / FAST, lambda f: f["identity"].update(topology=[1], docker_host="h"))
+    (fast, _) = summarize_run(campaign)
+    assert (fast.tp1_ratio, fast.tp1_corroborated, fast.decode_ci) == (None, None, (None, None))
+    assert fast.decode_tok_s == 60.5 and fast.host == ""
+    assert "fast-one" in render(build_run(campaign))

@@ -98,13 +98,17 @@ def _ci(stats: Any) -> tuple[float | None, float | None]:
     return _number(stats.get("ci95_low")), _number(stats.get("ci95_high"))
 
 
+def _map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
 def host_of(finding: Finding) -> str:
+    """The host that served: the ``--hosts`` name, else the hostname its GPUs were read on."""
     ident = finding.identity
-    topology_host = (ident.get("topology") or {}).get("host") or {}
     return str(
-        (ident.get("docker_host") or {}).get("name")
-        or topology_host.get("hostname")
-        or (ident.get("host") or {}).get("hostname")
+        _map(ident.get("docker_host")).get("name")
+        or _map(_map(ident.get("topology")).get("host")).get("hostname")
+        or _map(ident.get("host")).get("hostname")
         or ""
     )
 
@@ -117,8 +121,13 @@ def summary_of(
     roof = next(
         (c.value for g, c in finding.claims() if c.name.endswith("fraction_of_roofline")), None
     )
-    rows = {r.get("figure"): r for r in comparison.get("rows") or [] if isinstance(r, Mapping)}
-    has_baseline = bool(comparison.get("baseline"))
+    listed = comparison.get("rows")
+    rows = {
+        r.get("figure"): r
+        for r in (listed if isinstance(listed, list) else [])
+        if isinstance(r, Mapping)
+    }
+    baseline = _map(comparison.get("baseline"))
     seconds = sum(g.seconds for g in finding.gates.values())
     gate, cause = decided_by(finding)
     decode, ttft = (
@@ -136,8 +145,8 @@ def summary_of(
         ttft_s=ttft,
         ttft_ci=_ci(stats.get("ttft_s")) if ttft is not None else (None, None),
         tp1_ratio=_number((rows.get("decode_tok_s_median") or {}).get("ratio")),
-        tp1_corroborated=bool(comparison.get("corroborated")) if has_baseline else None,
-        tp1_date=str((comparison.get("baseline") or {}).get("date") or ""),
+        tp1_corroborated=bool(comparison.get("corroborated")) if baseline else None,
+        tp1_date=str(baseline.get("date") or ""),
         roofline_share=_number(roof),
         extra=extra_claims(finding),
         wall_s=seconds or None,

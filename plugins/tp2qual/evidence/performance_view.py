@@ -28,16 +28,18 @@ from tp2qual.evidence.report_model import (
 )
 
 
-def _json(path: Path) -> Any:
+def _json(path: Path) -> dict[str, Any]:
+    """A JSON object artifact, or {} when it is missing, unreadable or of another shape."""
     try:
-        return json.loads(path.read_text())
+        found = json.loads(path.read_text())
     except (OSError, ValueError):
-        return None
+        return {}
+    return found if isinstance(found, dict) else {}
 
 
-def stat_rows(summary: dict[str, Any] | None) -> tuple[StatRow, ...]:
+def stat_rows(summary: Any) -> tuple[StatRow, ...]:
     rows = []
-    summary = summary or {}
+    summary = summary if isinstance(summary, dict) else {}
     ordered = [k for k in FIGURES if k in summary] + sorted(set(summary) - set(FIGURES))
     for key, stats in ((k, summary[k]) for k in ordered):
         if not isinstance(stats, dict):
@@ -90,7 +92,7 @@ def performance_context(cand_dir: Path) -> tuple[Fact, ...]:
     comparison_ = _json(cand_dir / "throughput_comparison.json") or {}
     roof = _json(cand_dir / "roofline.json") or {}
     facts: list[tuple[str, str]] = []
-    if base := comparison_.get("baseline"):
+    if isinstance(base := comparison_.get("baseline"), dict):
         status = (
             "corroborated by a local finding"
             if comparison_.get("corroborated")
@@ -102,7 +104,9 @@ def performance_context(cand_dir: Path) -> tuple[Fact, ...]:
                 f"{base.get('date')} · TP{base.get('tp')} · {status} · {base.get('source')}",
             )
         )
-        for row in comparison_.get("rows", []):
+        listed = comparison_.get("rows")
+        rows = [r for r in listed if isinstance(r, dict)] if isinstance(listed, list) else []
+        for row in rows:
             facts.append(
                 (
                     f"{row.get('figure')}: this / baseline",

@@ -5,6 +5,10 @@ into frozen dataclasses; ``render`` fills ``templates/report.html.j2``; ``write_
 result at ``results/<run-id>/report.html``. Everything comes from disk, so the report can be
 rebuilt at any time (``python -m tp2qual report results/<run>``). One self-contained file: CSS
 and SVG inline, links relative to the run folder, nothing fetched.
+
+The parts: the campaign overview, its chart, history and export (``report_overview``, from
+``overview``), a candidate's performance (``performance_view``) and GPU topology
+(``topology_view``), charts as SVG elements (``charts``); this module reads the rest.
 """
 
 from __future__ import annotations
@@ -192,9 +196,9 @@ def identity_facts(cand_dir: Path, finding: Finding) -> tuple[Fact, ...]:
     return tuple(Fact(k, fmt(v, 400)) for k, v in facts if v not in (None, "", {}, []))
 
 
-def _docker_host(host: dict[str, Any] | None) -> str | None:
+def _docker_host(host: Any) -> str | None:
     """``--hosts`` runs: which host served the candidate, through which endpoint and worker."""
-    if not host:
+    if not isinstance(host, dict) or not host:
         return None
     return (
         f"{host.get('name')} ({host.get('docker')}, {host.get('reached_by')}; {host.get('worker')})"
