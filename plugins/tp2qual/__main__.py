@@ -37,7 +37,7 @@ def _parser() -> argparse.ArgumentParser:
     compare = commands.add_parser("compare", help="candidates' figures side by side, across runs")
     compare.add_argument("runs", type=Path, nargs="+", metavar="RUN", help="results/<run-id>…")
     compare.add_argument(
-        "--format", choices=("table", "csv", "json"), default="table", help="table (default)"
+        "--format", choices=("table", "csv", "json"), default="table", help="default: table"
     )
     diag = commands.add_parser("diagnose", help="name the cause of a failure in NCCL/engine logs")
     diag.add_argument("logs", type=Path, nargs="+", metavar="LOG", help="log file(s), '-' = stdin")
