@@ -93,13 +93,23 @@ PHASES = {
 }
 
 
+@pytest.fixture
+def results(tmp_path: Path) -> Iterator[Path]:
+    """The inner run's results; whatever server it left running is killed afterwards (after
+    the test's own checks), so a failing run does not leave one behind."""
+    yield tmp_path / "results"
+    for launch in (tmp_path / "results").glob(f"*/{NAME}/launch.json"):
+        pid = json.loads(launch.read_text()).get("pid")
+        if pid and _group_alive(pid):
+            os.killpg(pid, signal.SIGKILL)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("phase", PHASES)
-def test_sigint_leaves_nothing_running(tmp_path: Path, phase: str) -> None:
+def test_sigint_leaves_nothing_running(results: Path, phase: str) -> None:
     reason = why_not_runnable(load_candidate(LOCAL))
     if reason:
         pytest.skip(reason)
-    results = tmp_path / "results"
     command = [sys.executable, "-m", "pytest", "-k", NAME, f"--results={results}",
                "-p", "no:cacheprovider", "-q"]  # fmt: skip
     with children_get_default_sigint():
