@@ -100,3 +100,39 @@ def test_live_lines_only_on_a_terminal_and_not_under_quiet(
 ) -> None:
     output = _probe(tmp_path, *args, tty=tty)
     assert f"LIVE={live}" in output, output
+
+
+@pytest.mark.slow
+def test_a_real_gate_draws_its_line_on_a_terminal(tmp_path: Path) -> None:
+    """Gate 03 against the embedded llama.cpp candidate, on a pty: the line names each request,
+    then the tokens and rate of those answered, and pytest's result goes on below it."""
+    from tp2qual.candidate import load_candidate
+    from tp2qual.hooks.candidates import why_not_runnable
+
+    if reason := why_not_runnable(load_candidate(ROOT / "candidates" / "smollm2-135m-local.toml")):
+        pytest.skip(reason)
+    import pty
+
+    command = [sys.executable, "-m", "pytest", "-k", "smollm2-135m-local", "-m", "deterministic",
+               "-p", "no:cacheprovider", f"--results={tmp_path}"]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"} | {"COLUMNS": "200"}
+    leader, follower = pty.openpty()
+    with subprocess.Popen(command, cwd=ROOT, env=env, stdout=follower, stderr=follower) as proc:
+        os.close(follower)
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        proc.wait(300)
+    os.close(leader)
+    raw = b"".join(chunks).decode(errors="replace")
+    assert proc.returncode == 0, raw[-3000:]
+    assert "\r  [smollm2-135m-local] deterministic | request 1 (" in raw, raw[-3000:]
+    final = raw.rsplit("\r  [smollm2-135m-local] deterministic | ", 1)[1]
+    assert " done, " in final and " tok/s" in final, final
+    assert "\ntests/test_03_deterministic.py" in final.replace("\r\n", "\n"), final

@@ -2,9 +2,10 @@
 
 At the campaign's single-stream rates one long request takes minutes; without this the terminal
 shows nothing between the server's start-up and the gate's result. The ``api`` fixture passes
-``watch_for(...)`` to the gate's ``Api``; the line (``perf/progress.py``) is redrawn in place when
-a request is sent, as its stream arrives (at most every ``REDRAW_S``) and when it is answered,
-and kept as the gate's last word when pytest writes the result.
+``watch_for(item, ...)`` to the gate's ``Api``; the line (``perf/progress.py``) is redrawn in
+place when a request is sent, as its stream arrives (at most every ``REDRAW_S``) and when it is
+answered; before pytest writes the test's result its last state is kept as a line of its own,
+and pytest's own line (the file and its result letters) goes on below it.
 
 Shown only where pytest itself draws live lines (its "collecting …" line): on a terminal, not
 under ``-q``, not in an xdist worker. Elsewhere — CI logs, pipes, JUnit runs — nothing is
@@ -64,6 +65,16 @@ class TerminalProgress:
         self.tally.answered(tokens, self._clock())
         self._draw(force=True)
 
+    def finish(self, nodeid: str) -> None:
+        """Keep the last state as a line of its own; pytest's result goes on the next line."""
+        if not self._on_own_line:
+            return
+        self._draw(force=True)
+        with self._capture.global_and_fixture_disabled() if self._capture else nullcontext():
+            if self._reporter.config.get_verbosity(pytest.Config.VERBOSITY_TEST_CASES) <= 0:
+                self._reporter.write_fspath_result(nodeid, "")  # newline, then the file again
+            # verbose: pytest writes the test's own line after a newline anyway
+
     def _draw(self, force: bool = False) -> None:
         now = self._clock()
         if not force and now - self._drawn_at < REDRAW_S:
@@ -79,8 +90,31 @@ class TerminalProgress:
             self._reporter.rewrite(line, erase=True)
 
 
-def watch_for(config: pytest.Config, candidate: str, gate: str | None) -> TerminalProgress | None:
+class ProgressLines:
+    """The gate tests' live lines, by node id; ends each before pytest writes its result."""
+
+    name = "tp2qual-progress-lines"
+
+    def __init__(self) -> None:
+        self.drawing: dict[str, TerminalProgress] = {}
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "call" and (watch := self.drawing.pop(report.nodeid, None)):
+            watch.finish(report.nodeid)
+
+
+@pytest.hookimpl(trylast=True)  # after the terminal reporter is registered
+def pytest_configure(config: pytest.Config) -> None:
+    if shows_live_lines(config):
+        config.pluginmanager.register(ProgressLines(), ProgressLines.name)
+
+
+def watch_for(item: pytest.Item, candidate: str, gate: str | None) -> TerminalProgress | None:
     """The progress line for one gate test, or None where live lines are not shown."""
-    if not shows_live_lines(config):
+    lines = item.config.pluginmanager.get_plugin(ProgressLines.name)
+    if not isinstance(lines, ProgressLines):
         return None
-    return TerminalProgress(config, f"[{candidate}] {gate or 'requests'}")
+    watch = TerminalProgress(item.config, f"[{candidate}] {gate or 'requests'}")
+    lines.drawing[item.nodeid] = watch
+    return watch

@@ -143,7 +143,7 @@ def _progress_printer(config: pytest.Config, candidate: Candidate) -> Callable[[
 def api(server: Server, request: pytest.FixtureRequest) -> Api:
     """Recorded HTTP calls into this gate's artifact ``<gate>.jsonl``, with a progress line."""
     gate = gate_of(request.node)
-    watch = watch_for(request.config, server.candidate.name, gate)
+    watch = watch_for(request.node, server.candidate.name, gate)
     return server.api(f"{gate or request.node.name}.jsonl", gate, watch)
 
 
