@@ -79,7 +79,7 @@ def test_install_line_parses_and_would_install(checkout: Path, extras: str) -> N
     asked = set((extras or "local").split(","))
     commands = would_run(lines)
     target = suite_install(commands)  # "." or ".[a,b]": the suite is always installed
-    assert target == "." or target.startswith(".[") and target.endswith("]"), target
+    assert target == "." or (target.startswith(".[") and target.endswith("]")), target
     assert set(filter(None, target[2:-1].split(","))) == asked - ENGINES
     engines = [c[0] for c in commands if c[0].startswith("scripts/install-")]
     assert engines == [f"scripts/install-{e}.sh" for e in sorted(asked & ENGINES)]
