@@ -6,6 +6,7 @@ pytest_plugins = [
     "tp2qual.hooks.gating",
     "tp2qual.hooks.gpus",
     "tp2qual.hooks.server",
+    "tp2qual.hooks.progress",
     "tp2qual.hooks.evidence",
     "tp2qual.hooks.docker",
     "tp2qual.hooks.hosts",

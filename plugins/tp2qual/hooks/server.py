@@ -23,6 +23,7 @@ from tp2qual.evidence.claims import make_claim
 from tp2qual.evidence.finding import CandidateRecord
 from tp2qual.hooks.candidates import run_key
 from tp2qual.hooks.gating import candidate_of, gate_of
+from tp2qual.hooks.progress import watch_for
 from tp2qual.redact import Redactor
 from tp2qual.serving.identity import host_identity, model_identity
 from tp2qual.serving.managed import ManagedServer, build_launcher
@@ -140,9 +141,10 @@ def _progress_printer(config: pytest.Config, candidate: Candidate) -> Callable[[
 
 @pytest.fixture
 def api(server: Server, request: pytest.FixtureRequest) -> Api:
-    """Recorded HTTP calls into this gate's artifact ``<gate>.jsonl``."""
+    """Recorded HTTP calls into this gate's artifact ``<gate>.jsonl``, with a progress line."""
     gate = gate_of(request.node)
-    return server.api(f"{gate or request.node.name}.jsonl", gate)
+    watch = watch_for(request.node, server.candidate.name, gate)
+    return server.api(f"{gate or request.node.name}.jsonl", gate, watch)
 
 
 @pytest.fixture

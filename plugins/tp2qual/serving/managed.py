@@ -23,6 +23,7 @@ from tp2qual.candidate import Candidate
 from tp2qual.evidence.layout import Evidence
 from tp2qual.redact import Redactor
 from tp2qual.serving.identity import engine_identity, model_identity
+from tp2qual.serving.interrupts import interrupts_deferred
 from tp2qual.serving.launchers.base import Launcher, StopReport
 from tp2qual.serving.readiness import Readiness, wait_ready
 from tp2qual.serving.server import Server
@@ -118,8 +119,9 @@ class ManagedServer:
         return self._server
 
     def _teardown(self) -> None:
-        if self._server is not None:
-            self._server.close()
-        if self.stopped is None:
-            self.stopped = self.launcher.stop()
-            self.evidence.write_json("teardown.json", vars(self.stopped))
+        with interrupts_deferred():  # a second Ctrl-C must not leave the server half-stopped
+            if self._server is not None:
+                self._server.close()
+            if self.stopped is None:
+                self.stopped = self.launcher.stop()
+                self.evidence.write_json("teardown.json", vars(self.stopped))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
@@ -24,6 +24,14 @@ from tp2qual.serving.launchers.base import Launcher
 
 DEATH_GRACE_S = 2.0  # after a transport error, how long to wait for the exit to show
 CONTROL_TIMEOUT_S = 30.0  # requests that generate nothing: /v1/models, /metrics, /version
+
+
+class Watch(Protocol):
+    """Told of each generating request as it goes (the progress line); it changes nothing."""
+
+    def sent(self, tag: str, max_tokens: int | None) -> None: ...
+    def streamed(self, tag: str, chunks: int) -> None: ...
+    def answered(self, tag: str, tokens: int | None) -> None: ...
 
 
 class Server:
@@ -51,8 +59,8 @@ class Server:
                 log_path=self.launcher.log.path,
             )
 
-    def api(self, artifact: str, gate: str | None = None) -> Api:
-        return Api(self, artifact, self.candidate.time_budget(gate))
+    def api(self, artifact: str, gate: str | None = None, watch: Watch | None = None) -> Api:
+        return Api(self, artifact, self.candidate.time_budget(gate), watch)
 
     def log_text(self) -> str:
         """The server's log as written so far (redacted at write time)."""
@@ -106,6 +114,12 @@ class Stream:
             (c.get("choices") or [{}])[0].get("delta", {}).get("content") or "" for c in self.chunks
         )
 
+    def content_chunks(self) -> int:
+        """Chunks that carry answer text (about one token each on the engines here)."""
+        return sum(
+            1 for c in self.chunks if (c.get("choices") or [{}])[0].get("delta", {}).get("content")
+        )
+
     def usage(self) -> dict[str, Any] | None:
         return next((c["usage"] for c in reversed(self.chunks) if c.get("usage")), None)
 
@@ -120,10 +134,17 @@ def _parse(response: httpx.Response) -> Any:
 class Api:
     """Recorded calls into one gate artifact."""
 
-    def __init__(self, server: Server, artifact: str, budget: TimeBudget | None = None):
+    def __init__(
+        self,
+        server: Server,
+        artifact: str,
+        budget: TimeBudget | None = None,
+        watch: Watch | None = None,
+    ):
         self.server = server
         self.artifact = artifact
         self.budget = budget or server.candidate.time_budget()
+        self.watch = watch
 
     def timeout_for(self, body: Any) -> float:
         """Generating requests get the budget for their max_tokens; the rest a short timeout."""
@@ -171,6 +192,7 @@ class Api:
         self, tag: str, method: str, path: str, body: Any = None, timeout: float | None = None
     ) -> Exchange:
         timeout = self.timeout_for(body) if timeout is None else timeout
+        watched = self._sent(tag, body)
         began = time.perf_counter()
         try:
             response = self.server.http.request(method, path, json=body, timeout=timeout)
@@ -187,7 +209,17 @@ class Api:
         self._record(
             tag, method, path, body, status=response.status_code, response=parsed, elapsed_s=elapsed
         )
+        if watched:
+            usage = parsed.get("usage") if isinstance(parsed, dict) else None
+            watched.answered(tag, (usage or {}).get("completion_tokens"))
         return Exchange(tag, response.status_code, parsed, elapsed)
+
+    def _sent(self, tag: str, body: Any) -> Watch | None:
+        """Tell the watch of a generating request; the watch to tell of its end, if any."""
+        if self.watch is None or not (isinstance(body, dict) and "messages" in body):
+            return None
+        self.watch.sent(tag, body.get("max_tokens"))
+        return self.watch
 
     def chat(self, tag: str, body: dict[str, Any], timeout: float | None = None) -> Exchange:
         return self.request(tag, "POST", "/v1/chat/completions", body, timeout)
@@ -195,6 +227,7 @@ class Api:
     def stream_chat(self, tag: str, body: dict[str, Any], timeout: float | None = None) -> Stream:
         body = {**body, "stream": True}
         timeout = self.timeout_for(body) if timeout is None else timeout
+        watched = self._sent(tag, body)
         began = time.perf_counter()
         try:
             result = self._stream(tag, body, began, timeout)
@@ -217,6 +250,9 @@ class Api:
             error_body=result.error_body,
             e2e_s=result.e2e_s,
         )
+        if watched:
+            usage = result.usage() or {}
+            watched.answered(tag, usage.get("completion_tokens") or result.content_chunks())
         return result
 
     def _stream(self, tag: str, body: dict[str, Any], began: float, timeout: float) -> Stream:
@@ -237,4 +273,6 @@ class Api:
                     continue  # read to the end: the connection then stays reusable
                 result.chunks.append(json.loads(data))
                 result.times.append(round(now - began, 6))
+                if self.watch is not None:
+                    self.watch.streamed(tag, len(result.chunks))
         return result

@@ -14,6 +14,7 @@ from typing import Any
 
 from tp2qual.candidate import Candidate
 from tp2qual.redact import Redactor
+from tp2qual.serving.interrupts import interrupts_deferred
 from tp2qual.serving.launchers.base import (
     Exited,
     LauncherBase,
@@ -46,18 +47,19 @@ class ProcessLauncher(LauncherBase):
     def start(self) -> None:
         self.refuse_busy_port()
         env = {**os.environ, **self.candidate.env()}
-        self._proc = subprocess.Popen(
-            self.argv(),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-        )
-        stdout = self._proc.stdout
-        assert isinstance(stdout, io.BufferedReader)
-        # read1: whatever is there now, so a line reaches the log as soon as it is written.
-        self.log.pump(iter(lambda: stdout.read1(65536), b""))
+        with interrupts_deferred():  # once forked, the pid must be ours to stop
+            self._proc = subprocess.Popen(
+                self.argv(),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+            )
+            stdout = self._proc.stdout
+            assert isinstance(stdout, io.BufferedReader)
+            # read1: whatever is there now, so a line reaches the log as soon as it is written.
+            self.log.pump(iter(lambda: stdout.read1(65536), b""))
 
     def poll(self) -> Exited | None:
         if self._proc is None:

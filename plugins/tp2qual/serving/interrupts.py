@@ -1,0 +1,35 @@
+"""Ctrl-C while a server is being started or stopped takes effect when that step is done.
+
+Python raises KeyboardInterrupt wherever the main thread happens to be. Two places must not be
+cut in half: ``subprocess.Popen`` after its fork (the server runs in a session of its own, so the
+Ctrl-C never reaches it, and the launcher would never learn its pid to stop it), and the stop
+itself (SIGTERM sent, the wait cut short, SIGKILL never sent: a second, impatient Ctrl-C would
+leave the server running). Inside ``interrupts_deferred()`` SIGINT is only noted; the
+KeyboardInterrupt is raised as the block ends, so the run still stops — and stops clean.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+
+
+@contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    before = signal.getsignal(signal.SIGINT)
+    # Only the main thread may set handlers (and only it is interrupted). A handler that is not a
+    # Python callable (SIG_IGN: the run was started ignoring Ctrl-C; SIG_DFL) has nothing to defer.
+    if threading.current_thread() is not threading.main_thread() or not callable(before):
+        yield
+        return
+    caught: list[tuple[int, FrameType | None]] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: caught.append((signum, frame)))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+        if caught:
+            before(*caught[0])  # what Python would have done: default_int_handler raises
