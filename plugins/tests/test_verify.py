@@ -137,6 +137,26 @@ def _capacity(record: CandidateRecord) -> None:
     record.save()
 
 
+def _agreement(record: CandidateRecord) -> None:
+    """No reference named: not applicable, the transcript recorded and claimed all the same."""
+    ev = record.evidence
+    ev.append_jsonl("agreement_transcript.jsonl", {"kind": "transcript", "id": "factual"})
+    ev.append_jsonl("agreement_transcript.jsonl", {"kind": "summary", "agreement_prompts": 1})
+    _gate(
+        record,
+        "agreement",
+        [
+            (
+                "agreement_prompts",
+                "agreement_transcript.jsonl",
+                {"op": "field", "path": "agreement_prompts"},
+            )
+        ],
+    )
+    record.gates["agreement"].outcome = NOT_APPLICABLE
+    record.save()
+
+
 def _throughput(record: CandidateRecord, ttft: Sequence[float], rate: Sequence[float]) -> None:
     ev = record.evidence
     ev.append_jsonl(
@@ -194,6 +214,7 @@ def write_run(
     _identity(record)
     _functional_gates(record)
     _capacity(record)
+    _agreement(record)
     _throughput(record, ttft, rate)
     close_run(state, interrupted=False)
     return state.run_dir
@@ -224,7 +245,7 @@ def test_a_consistent_run_verifies(run_dir: Path, capsys: pytest.CaptureFixture[
     result = verify_run(run_dir)
     assert result.ok, [p.line() for p in result.problems]
     assert (result.candidates, result.final_manifest) == (1, True)
-    assert result.claims == 11
+    assert result.claims == 12
     assert result.files >= 12
     assert main(["verify", str(run_dir)]) == 0
     out = capsys.readouterr().out.strip().splitlines()
