@@ -7,16 +7,19 @@ short factual, arithmetic, code, long-form, multi-turn), each token with its top
 agree with the reference serve's by vLLM's ``check_logprobs_close`` rule
 (``tp2qual.checks.agreement``): at the first differing token each side's token is in the other's
 top N, and over the common prefix the chosen tokens' logprobs differ by at most the stated
-tolerance (``[gates.agreement]``).
+tolerance (``[gates.agreement]``). Beside it, accuracy: the first ``accuracy_items`` of a shipped,
+hashed set of generated arithmetic word problems (``tp2qual.checks.accuracy``), scored by the
+last number of the answer, with a Wilson interval; against the reference's answers to the same
+items, a drop significant by the exact one-sided McNemar test at ``accuracy_alpha`` fails.
 The reference is ``[reference] candidate`` (a lane: its baseline): that candidate's transcript
 from this run if it passed here, else from the newest dated run under the results folder where
 it PASSED (``tp2qual.evidence.reference``). No reference named: *not applicable*, said in the
 finding and the terminal. A named reference with no PASS anywhere: *not run* (not judged), so
 the finding is INCOMPLETE, never PASS. Either way this serve's own transcript is recorded, so
 that it can be another candidate's reference.
-Artifacts: ``agreement_transcript.jsonl``: this serve's lines, the reference's lines copied with
-their run, one comparison per prompt, and a summary last, from which every claim re-derives
-(``checks.agreement.rederive``).
+Artifacts: ``agreement_transcript.jsonl``: this serve's lines and scored items, the reference's
+copied with their run, one comparison per prompt, and a summary last; every claim re-derives
+from it alone (``checks.agreement.rederive``).
 """
 
 from __future__ import annotations
@@ -29,12 +32,16 @@ from typing import Any, NoReturn
 import pytest
 
 import tp2qual
+from tp2qual.checks.accuracy import score
 from tp2qual.checks.agreement import (
+    ACCURACY,
     COMPARISON,
     OWN,
     REFERENCE,
+    REFERENCE_ACCURACY,
     SUMMARY,
     Tolerances,
+    accuracy_verdict,
     judge,
     rederive,
     tokens_from_logprobs,
@@ -47,7 +54,8 @@ from tp2qual.hooks.candidates import run_key
 
 pytestmark = pytest.mark.agreement
 
-PROMPT_SET = Path(tp2qual.__file__).parent / "data" / "agreement_prompts.json"
+DATA = Path(tp2qual.__file__).parent / "data"
+PROMPT_SET, ARITHMETIC = DATA / "agreement_prompts.json", DATA / "arithmetic_items.json"
 
 
 def test_agrees_with_reference(
@@ -58,12 +66,13 @@ def test_agrees_with_reference(
     request: pytest.FixtureRequest,
 ) -> None:
     settings = candidate.gate("agreement")
-    digest, prompts = _prompt_set()
+    digest, prompts = _load(PROMPT_SET, "prompts")
     for prompt in prompts:
         line = _continue(api, candidate, prompt, settings)
         record.evidence.append_jsonl(
             TRANSCRIPT, line | {"run": record.run_id, "prompt_set_sha256": digest}
         )
+    _score_arithmetic(api, candidate, record, settings)
     if candidate.reference is None:
         _summarise(record, settings, claim)
         _not_judged(record, NOT_APPLICABLE, "no reference named ([reference] candidate)")
@@ -72,19 +81,49 @@ def test_agrees_with_reference(
         _summarise(record, settings, claim)
         _not_judged(record, NOT_RUN, f"not judged: {reference}")
     _copy_reference(record, reference)
-    own = [r for r in _records(record) if r["kind"] == OWN]
-    lines, verdict = judge(own, reference.records, Tolerances.from_mapping(settings))
+    records = _records(record)
+    own = [r for r in records if r["kind"] == OWN]
+    ref = [r for r in records if r["kind"] == REFERENCE]
+    lines, agreement = judge(own, ref, Tolerances.from_mapping(settings))
     for line in lines:
         record.evidence.append_jsonl(TRANSCRIPT, line)
     _summarise(record, settings, claim, reference=reference)
-    assert verdict.ok, (
-        f"disagrees with {reference.candidate} ({reference.source}): {verdict.reason}"
+    accuracy = accuracy_verdict(records, settings, with_reference=True)
+    problems = [v.reason for v in (agreement, accuracy) if v is not None and not v.ok]
+    assert not problems, f"against {reference.candidate} ({reference.source}): " + "; ".join(
+        problems
     )
 
 
-def _prompt_set() -> tuple[str, list[dict[str, Any]]]:
-    data = PROMPT_SET.read_bytes()
-    return hashlib.sha256(data).hexdigest(), json.loads(data)["prompts"]
+def _load(path: Path, key: str) -> tuple[str, list[dict[str, Any]]]:
+    """A shipped set and the sha256 of its bytes."""
+    data = path.read_bytes()
+    return hashlib.sha256(data).hexdigest(), json.loads(data)[key]
+
+
+def _score_arithmetic(
+    api: Api, candidate: Candidate, record: CandidateRecord, settings: dict[str, Any]
+) -> None:
+    """The first ``accuracy_items`` arithmetic items, each scored by its last number (none
+    asked: no line, and no accuracy claim)."""
+    digest, items = _load(ARITHMETIC, "items")
+    for item in items[: settings["accuracy_items"]]:
+        question = f"{item['question']} Give the final answer as a number."
+        body = chat_body(candidate, question, max_tokens=settings["accuracy_max_tokens"])
+        reply = api.chat(item["id"], body)
+        assert reply.status == 200, f"{item['id']}: HTTP {reply.status}: {reply.body}"
+        text = reply.message.get("content")
+        record.evidence.append_jsonl(
+            TRANSCRIPT,
+            {
+                "kind": ACCURACY,
+                "id": item["id"],
+                "items_sha256": digest,
+                "answer": item["answer"],
+                "text": text,
+                "correct": score(text, item["answer"]),
+            },
+        )
 
 
 def _continue(
@@ -119,7 +158,8 @@ def _copy_reference(record: CandidateRecord, reference: Reference) -> None:
     """The reference's lines beside ours, with where they came from: the artifact alone
     re-derives every claim."""
     for line in reference.records:
-        copied = {**line, "kind": REFERENCE, "candidate": reference.candidate}
+        kind = REFERENCE if line["kind"] == OWN else REFERENCE_ACCURACY
+        copied = {**line, "kind": kind, "candidate": reference.candidate}
         copied |= {"run": reference.run, "source": reference.source}
         record.evidence.append_jsonl(TRANSCRIPT, copied)
 

@@ -58,7 +58,16 @@ GATE_DEFAULTS: dict[str, dict[str, Any]] = {
     # outputs identical, 2 diverged at near-ties inside each other's top 5, largest |Δ logprob|
     # over the common prefix 0.17; 0.5 leaves room for that pair's kind of change, not for a
     # moved distribution. Exact agreement is not required: the closeness rule decides.
-    "agreement": {"top_n": 5, "max_abs_delta_logprob": 0.5, "min_exact_share": 0.0},
+    # Accuracy: the first accuracy_items of the shipped arithmetic set, a drop against the
+    # reference judged by the exact one-sided McNemar test at accuracy_alpha.
+    "agreement": {
+        "top_n": 5,
+        "max_abs_delta_logprob": 0.5,
+        "min_exact_share": 0.0,
+        "accuracy_items": 30,
+        "accuracy_max_tokens": 96,
+        "accuracy_alpha": 0.05,
+    },
     "throughput": {"samples": 5, "warmup": 1, "prompt_words": 96, "max_tokens": 128, "floors": {}},
     "nccl": {"probe_timeout_s": 120.0},
 }

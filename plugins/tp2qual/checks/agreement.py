@@ -19,9 +19,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tp2qual.checks.accuracy import judge_accuracy
 from tp2qual.checks.verdict import Verdict
 
 OWN, REFERENCE, COMPARISON, SUMMARY = "transcript", "reference", "comparison", "summary"
+ACCURACY, REFERENCE_ACCURACY = "accuracy", "reference_accuracy"  # one scored item per line
 
 
 @dataclass(frozen=True)
@@ -171,6 +173,7 @@ def rederive(records: Iterable[Mapping[str, Any]], settings: Mapping[str, Any]) 
         "agreement_prompts": len(own),
         "prompt_set_sha256": own[0].get("prompt_set_sha256") if own else None,
     }
+    claims |= accuracy_claims(records, settings, with_reference=bool(ref))
     if not ref:
         return claims
     _, verdict = judge(own, ref, Tolerances.from_mapping(settings))
@@ -181,3 +184,40 @@ def rederive(records: Iterable[Mapping[str, Any]], settings: Mapping[str, Any]) 
         "exact_share": verdict.measures["exact_share"],
         "max_abs_delta_logprob": verdict.measures["max_abs_delta_logprob"],
     }
+
+
+def accuracy_verdict(
+    records: Sequence[Mapping[str, Any]], settings: Mapping[str, Any], *, with_reference: bool
+) -> Verdict | None:
+    """Accuracy, its Wilson interval and (against a reference) the paired drop test; None when
+    no item was asked (``accuracy_items = 0``)."""
+    scored = [r for r in records if r.get("kind") == ACCURACY]
+    if not scored:
+        return None
+    own = {r["id"]: bool(r["correct"]) for r in scored}
+    same_items = scored[0].get("items_sha256")  # paired only on the very same item bytes
+    ref = {
+        r["id"]: bool(r["correct"])
+        for r in records
+        if r.get("kind") == REFERENCE_ACCURACY and r.get("items_sha256") == same_items
+    }
+    return judge_accuracy(own, ref if with_reference else None, settings["accuracy_alpha"])
+
+
+def accuracy_claims(
+    records: Sequence[Mapping[str, Any]], settings: Mapping[str, Any], *, with_reference: bool
+) -> dict[str, Any]:
+    verdict = accuracy_verdict(records, settings, with_reference=with_reference)
+    if verdict is None:
+        return {}
+    m = verdict.measures
+    claims = {
+        "accuracy_items": m["items"],
+        "accuracy": m["accuracy"],
+        "accuracy_wilson_low": m["wilson_low"],
+        "accuracy_wilson_high": m["wilson_high"],
+        "accuracy_holds": verdict.ok,
+    }
+    if "p_drop" in m:
+        claims |= {"reference_accuracy": m["reference_accuracy"], "accuracy_p_drop": m["p_drop"]}
+    return claims

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tp2qual.checks.agreement import OWN
+from tp2qual.checks.agreement import ACCURACY, OWN
 from tp2qual.evidence.claims import read_records
 from tp2qual.evidence.finding import Verdict, read_finding
 from tp2qual.evidence.layout import FINDING
@@ -26,7 +26,7 @@ class Reference:
     candidate: str
     run: str
     source: str  # "this run" or the run's folder, said in the evidence
-    records: list[dict[str, Any]]
+    records: list[dict[str, Any]]  # its transcript lines and its scored accuracy items
 
 
 def find_reference(state: RunState, name: str, prompt_set_sha256: str) -> Reference | str:
@@ -60,4 +60,6 @@ def _transcript(path: Path, prompt_set_sha256: str) -> list[dict[str, Any]]:
     except (OSError, ValueError):
         return []  # unreadable: not a reference (verify reports the damaged run itself)
     own = [r for r in records if r.get("kind") == OWN]
-    return own if own and all(r.get("prompt_set_sha256") == prompt_set_sha256 for r in own) else []
+    if not own or any(r.get("prompt_set_sha256") != prompt_set_sha256 for r in own):
+        return []
+    return own + [r for r in records if r.get("kind") == ACCURACY]
