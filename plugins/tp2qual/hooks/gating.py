@@ -100,7 +100,8 @@ def _context(item: pytest.Item) -> tuple[RunState, CandidateRecord, str] | None:
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Each candidate's gates together, in gate order, candidates in lane order.
+    """Each candidate's gates together, in gate order, candidates in lane order, each after its
+    reference (gate agreement compares with the reference's transcript of this run).
 
     pytest's own fixture reordering groups by the session parameter but can interleave modules
     once a gate is parametrized itself; an explicit stable sort makes the order a contract.
