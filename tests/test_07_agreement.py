@@ -87,7 +87,7 @@ def test_agrees_with_reference(
     lines, agreement = judge(own, ref, Tolerances.from_mapping(settings))
     for line in lines:
         record.evidence.append_jsonl(TRANSCRIPT, line)
-    _summarise(record, settings, claim, reference=reference)
+    _summarise(record, settings, claim)
     accuracy = accuracy_verdict(records, settings, with_reference=True)
     problems = [v.reason for v in (agreement, accuracy) if v is not None and not v.ok]
     assert not problems, f"against {reference.candidate} ({reference.source}): " + "; ".join(
@@ -168,31 +168,20 @@ def _records(record: CandidateRecord) -> list[dict[str, Any]]:
     return read_records(record.evidence.root / TRANSCRIPT)
 
 
-def _summarise(
-    record: CandidateRecord,
-    settings: dict[str, Any],
-    claim: Claimer,
-    reference: Reference | None = None,
-) -> None:
+def _summarise(record: CandidateRecord, settings: dict[str, Any], claim: Claimer) -> None:
     """The summary line (last), and one claim per figure read back from it."""
     records = _records(record)
     claims = rederive(records, settings)
-    comparisons = [r for r in records if r.get("kind") == COMPARISON]
-    source = reference.source if reference else None
+    divergences = [
+        {"id": r["id"], **r["divergence"]}
+        for r in records
+        if r.get("kind") == COMPARISON and r["divergence"]
+    ]
     record.evidence.append_jsonl(
-        TRANSCRIPT,
-        {
-            "kind": SUMMARY,
-            **claims,
-            "reference_source": source,
-            "first_divergences": [
-                {"id": c["id"], **(c["divergence"] or {})} for c in comparisons if c["divergence"]
-            ],
-        },
+        TRANSCRIPT, {"kind": SUMMARY, **claims, "first_divergences": divergences}
     )
     for name in claims:
         claim(name, TRANSCRIPT, op="field", path=name)
-    claim("reference_source", TRANSCRIPT, op="field", path="reference_source")
 
 
 def _not_judged(record: CandidateRecord, outcome: str, reason: str) -> NoReturn:

@@ -112,7 +112,10 @@ def test_claims_rederive_from_the_transcript_alone() -> None:
         "agreement_prompts": 1,
         "prompt_set_sha256": "ab",
     }
-    ref = [{"kind": "reference", "id": "a", "candidate": "r", "run": "20261201", "tokens": PARIS}]
+    ref = [
+        {"kind": "reference", "id": "a", "candidate": "r", "run": "20261201", "source": "this run"}
+        | {"tokens": PARIS}
+    ]
     summary = {"kind": "summary", "exact_share": 0.0}  # lines the rule ignores
     claims = rederive([*own, *ref, summary], GATE_DEFAULTS["agreement"])
     assert claims == {
@@ -120,6 +123,7 @@ def test_claims_rederive_from_the_transcript_alone() -> None:
         "prompt_set_sha256": "ab",
         "reference_candidate": "r",
         "reference_run": "20261201",
+        "reference_source": "this run",
         "agrees_with_reference": True,
         "exact_share": 1.0,
         "max_abs_delta_logprob": 0.0,

@@ -180,6 +180,7 @@ def rederive(records: Iterable[Mapping[str, Any]], settings: Mapping[str, Any]) 
     return claims | {
         "reference_candidate": ref[0].get("candidate"),
         "reference_run": ref[0].get("run"),
+        "reference_source": ref[0].get("source"),
         "agrees_with_reference": verdict.ok,
         "exact_share": verdict.measures["exact_share"],
         "max_abs_delta_logprob": verdict.measures["max_abs_delta_logprob"],
