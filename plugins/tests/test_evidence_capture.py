@@ -15,6 +15,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from test_verify_pins import hub_snapshot
 
 from tp2qual.evidence.verify import verify_run
 
@@ -23,7 +24,7 @@ HF_TOKEN = "hf_fakeTOKENplantedByTheSelfTest0123456789"
 CANDIDATE_KEY = "sk-fake-candidate-key-5f3e2d1c"
 
 FAKE_SERVER = r"""
-import json, os, sys
+import json, os, sys, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 print(f"fake engine starting; HF_TOKEN={os.environ.get('HF_TOKEN')} argv={sys.argv}", flush=True)
@@ -46,10 +47,37 @@ class Handler(BaseHTTPRequestHandler):
         self._send({"error": "not found"}, 404)
 
     def do_POST(self):
-        self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        message = {"role": "assistant", "content": f"Paris. (debug: token {SECRET})"}
-        self._send({"choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
-                    "usage": {"prompt_tokens": 9, "completion_tokens": 3}})
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+        prompt = body.get("messages", [{}])[-1].get("content", "")
+        if body.get("stream"):
+            return self._stream()
+        if prompt.startswith("OVER"):
+            return self._send({"error": {"message": "over the context bound"}}, 400)
+        content = f"Paris. (debug: token {SECRET})"
+        finish, message = "stop", {"role": "assistant", "content": content}
+        if "secret city" in prompt:
+            message["content"] = "Lisbon"
+        if body.get("tools"):
+            call = {"id": "call_0", "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}
+            finish, message = "tool_calls", {"role": "assistant", "content": None,
+                                             "tool_calls": [call]}
+        tokens = 1843 if "secret city" in prompt else 9
+        self._send({"choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                    "usage": {"prompt_tokens": tokens, "completion_tokens": 3}})
+
+    def _stream(self):
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        chunks = [{"choices": [{"index": 0, "delta": {"content": "word "}}]}] * 4
+        chunks.append({"choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 4}})
+        for chunk in chunks:
+            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            self.wfile.flush()
+            time.sleep(0.01)
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.close_connection = True
 
     def log_message(self, fmt, *args):
         print("access:", fmt % args, flush=True)
@@ -78,11 +106,32 @@ tensor_parallel_size = 1
 max_model_len = 2048
 [gpus]
 count = 0
+[gates.deterministic]
+repeats = 2
+prompts = [{{ id = "capital", prompt = "Capital of France?", expect = ["Paris"] }}]
+[gates.repetition]
+prompts = ["Tell a story."]
+[gates.tool_calls]
+modes = ["auto"]
+prompt = "Weather in Paris?"
+arguments_expect = {{ city = "Paris" }}
+result = "18 C"
+result_expect = ["18"]
+[gates.tool_calls.tool]
+name = "get_weather"
+description = "the weather in a city"
+parameters = {{ type = "object", properties = {{ city = {{ type = "string" }} }} }}
+[gates.throughput]
+samples = 5
 '''
 
 GATE_TESTS = r"""
 import json, os
 import pytest
+from tp2qual.checks.repetition import check
+from tp2qual.checks.stats import summarize
+from tp2qual.evidence.claims import read_records
+from tp2qual.perf.throughput import measure
 
 SAMPLES = "throughput_samples.jsonl"
 
@@ -111,36 +160,58 @@ def test_deterministic(api, record, claim):
     if os.environ.get("FAKE_INTERRUPT"):
         raise KeyboardInterrupt  # the operator presses Ctrl-C mid-gate
     body = {"model": "tiny", "messages": [{"role": "user", "content": "Capital of France?"}]}
-    reply = api.chat("capital", body)
+    answer = api.chat("capital#0", body).message["content"]
+    identical = api.chat("capital#1", body).message["content"] == answer
     record.evidence.append_jsonl("deterministic_verdicts.jsonl", {
-        "id": "capital", "correct": "Paris" in reply.message["content"]})
+        "id": "capital", "answer": answer, "correct": "Paris" in answer, "identical": identical,
+        "repeats": 2})
     claim("known_answers_correct", "deterministic_verdicts.jsonl", op="all", field="correct")
 
 @pytest.mark.repetition
-def test_repetition(record, claim):
-    record.evidence.append_jsonl("repetition_metrics.jsonl", {"prompt": 0, "ok": True})
+def test_repetition(api, record, claim):
+    body = {"model": "tiny", "messages": [{"role": "user", "content": "Tell a story."}]}
+    verdict = check(api.chat("long#0", body).message["content"])
+    record.evidence.append_jsonl("repetition_metrics.jsonl", {
+        "prompt": 0, "ok": verdict.ok, "reason": verdict.reason, **verdict.measures})
     claim("long_outputs_clean", "repetition_metrics.jsonl", op="all", field="ok")
 
 @pytest.mark.tool_calls
-def test_tool_calls(record, claim):
-    record.evidence.append_jsonl("tool_calls_verdicts.jsonl", {"mode": "auto", "ok": True})
+def test_tool_calls(api, record, claim):
+    tool = {"name": "get_weather", "parameters": {"type": "object"}}
+    body = {"model": "tiny", "messages": [{"role": "user", "content": "Weather in Paris?"}],
+            "tools": [{"type": "function", "function": tool}], "tool_choice": "auto"}
+    assert api.chat("auto", body).message["tool_calls"]
+    record.evidence.append_jsonl("tool_calls_verdicts.jsonl", {
+        "mode": "auto", "ok": True, "problems": []})
     claim("tool_calls_ok", "tool_calls_verdicts.jsonl", op="all", field="ok")
 
 @pytest.mark.capacity
-def test_capacity(record, claim):
-    record.evidence.append_jsonl("capacity_results.jsonl", {"check": "needle", "fill": 0.9})
+def test_capacity(api, record, claim):
+    ask = lambda text: {"model": "tiny", "messages": [{"role": "user", "content": text}]}
+    reply = api.chat("needle", ask("... What is the secret city?"))
+    used = reply.body["usage"]["prompt_tokens"]
+    record.evidence.append_jsonl("capacity_results.jsonl", {
+        "check": "needle", "prompt_tokens": used, "fill": used / 2048, "answer": "Lisbon",
+        "expect": "Lisbon", "ok": True})
     claim("needle_prompt_fill", "capacity_results.jsonl", op="field", path="fill")
-    record.evidence.append_jsonl("capacity_results.jsonl", {"check": "over_bound", "status": 400})
+    over = api.chat("over-bound", ask("OVER the bound"))
+    after = api.chat("after-over-bound", ask("Say hello."))
+    record.evidence.append_jsonl("capacity_results.jsonl", {
+        "check": "over_bound", "status": over.status, "after_status": after.status, "ok": True})
     claim("over_bound_status", "capacity_results.jsonl", op="field", path="status")
 
 @pytest.mark.throughput
-def test_throughput(record, claim):
-    for i, (ttft, rate) in enumerate([(0.2, 60.0), (0.22, 58.0), (0.21, 61.0)]):
-        record.evidence.append_jsonl(SAMPLES, {"phase": "sample", "i": i, "ttft_s": ttft,
-                                               "decode_tok_s": rate})
+def test_throughput(api, record, claim):
+    body = {"model": "tiny", "messages": [{"role": "user", "content": "A story."}]}
+    for phase, i in [("warmup", 0)] + [("sample", i) for i in range(5)]:
+        got = measure(api, f"{phase}#{i}", body, "tiny")
+        record.evidence.append_jsonl(SAMPLES, {"phase": phase, "i": i, **got.figures})
+    rows = [r for r in read_records(record.evidence.root / SAMPLES) if r["phase"] == "sample"]
     record.evidence.write_json("throughput_summary.json", {
-        "ttft_s": {"n": 3, "median": 0.21}, "decode_tok_s": {"n": 3, "median": 60.0}})
-    claim("decode_tok_s_median", SAMPLES, op="median", field="decode_tok_s")
+        k: summarize([r[k] for r in rows]).as_dict()
+        for k in ("ttft_s", "tpot_s", "decode_tok_s", "e2e_s")})
+    claim("decode_tok_s_median", SAMPLES, op="median", field="decode_tok_s",
+          where={"phase": "sample"})
 """
 
 INI = """
@@ -168,7 +239,7 @@ def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytes
     monkeypatch.setenv("HF_TOKEN", HF_TOKEN)
     # The pinned revision must resolve in a local hub cache (preflight fails closed without one).
     hub = pytester.path / "hub"
-    (hub / "models--example--Tiny-Model" / "snapshots" / REVISION).mkdir(parents=True)
+    hub_snapshot(hub, "example/Tiny-Model", REVISION)
     monkeypatch.setenv("HF_HUB_CACHE", str(hub))
     monkeypatch.delenv("FAKE_INTERRUPT", raising=False)
     pytester.makeini(INI)
@@ -267,7 +338,7 @@ def test_junit_carries_identity_verdict_and_claims(project: pytest.Pytester, fam
     assert len(model_list["claim.served_model.sha256"]) == 64
     capacity = cases[f"test_capacity[{NAME}]"]
     assert (capacity["claim.needle_prompt_fill"], capacity["claim.over_bound_status"]) == (
-        "0.9",
+        str(1843 / 2048),  # the needle's prompt tokens over the bound
         "400",
     )
 

@@ -8,6 +8,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from test_verify_pins import hub_snapshot
 
 CANDIDATE = """
 name = "{name}"
@@ -33,9 +34,7 @@ LANE = '[lane]\nkind = "optional"\nafter = "base"\nwhy = "a lane after its basel
 @pytest.fixture
 def setup(pytester: pytest.Pytester, tmp_path: Path) -> Path:
     cache = tmp_path / "hub"
-    (cache / "models--org--model" / "snapshots" / ("0123456789abcdef" * 2 + "01234567")).mkdir(
-        parents=True
-    )
+    hub_snapshot(cache, "org/model", "0123456789abcdef" * 2 + "01234567")  # a pin that resolves
     cands = tmp_path / "cands"
     cands.mkdir()
     for name, lane in (("base", ""), ("base-lane", LANE)):

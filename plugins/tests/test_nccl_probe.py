@@ -1,8 +1,10 @@
 """The probe's launcher: arguments, results, failure and timeout paths, with fake ranks (no
-torch, no GPU), plus what the real probe printed on the H200 on 2026-11-30."""
+torch, no GPU); what the real probe printed on the H200 on 2026-11-30; and the real probe on gloo
+with two ranks in the vLLM CPU engine's venv, chosen from the candidate."""
 
 from __future__ import annotations
 
+import copy
 import importlib.util
 import io
 import json
@@ -13,8 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from tp2qual.candidate import Candidate, load_candidate
 from tp2qual.checks.nccl import analyze, check
+from tp2qual.checks.probe_result import check_report, parse_report
 from tp2qual.serving import nccl_probe
+from tp2qual.serving.probe import backend_of, probe_argv, run_probe
 
 DATA = Path(__file__).parent / "data" / "h200-2026-11-30"
 PLUGINS = Path(__file__).resolve().parents[1]
@@ -33,9 +38,17 @@ GOOD = "print('NCCL INFO hello', flush=True); print(tag + json.dumps({'ok': True
 def test_parse_args_defaults_and_limits(tmp_path):
     args = nccl_probe.parse_args([])
     assert (args.nprocs, args.timeout, args.worker, args.log_dir) == (2, 120.0, False, None)
+    plan = nccl_probe.plan_of(args)
+    assert (plan.backend, plan.sizes, plan.dtypes) == ("nccl", (4096, 1 << 20, 32 << 20),
+                                                        ("bf16", "fp32"))  # fmt: skip
+    assert (plan.warmup, plan.iters, plan.torch_timeout_s) == (5, 20, 90.0)
+    args = nccl_probe.parse_args(["--backend", "gloo", "--sizes", "8,2KiB,1M", "--dtypes", "fp32"])
+    assert nccl_probe.plan_of(args).sizes == (8, 2048, 1 << 20)
     args = nccl_probe.parse_args(["--nprocs", "1", "--timeout", "2.5", "--log-dir", str(tmp_path)])
     assert (args.nprocs, args.timeout, args.log_dir) == (1, 2.5, tmp_path)
-    for bad in (["--nprocs", "0"], ["--timeout", "0"], ["--nprocs", "x"]):
+    for bad in (["--nprocs", "0"], ["--timeout", "0"], ["--nprocs", "x"], ["--sizes", "0"],
+                ["--sizes", "4X"], ["--sizes", "6"], ["--dtypes", "int8"],
+                ["--backend", "mpi"]):  # fmt: skip
         with pytest.raises(SystemExit) as exc:
             nccl_probe.parse_args(bad)
         assert exc.value.code == 2
@@ -57,9 +70,13 @@ def test_module_imports_without_torch():
 def test_default_worker_argv_runs_the_file_itself():
     # By path, so the probe works when mounted alone into a candidate's image.
     argv = nccl_probe.default_worker_argv(1, 2, 29500)
-    assert argv[1:] == [
+    assert argv[1:9] == [
         nccl_probe.__file__, "--worker", "--rank", "1", "--nprocs", "2", "--port", "29500"
     ]  # fmt: skip
+    # The plan travels whole: a worker parses back what the launcher was given.
+    plan = nccl_probe.Plan(backend="gloo", sizes=(4096, 1 << 20), stall_rank=1, stall_s=3)
+    args = nccl_probe.parse_args(nccl_probe.default_worker_argv(1, 2, 29500, plan)[2:])
+    assert nccl_probe.plan_of(args) == plan
 
 
 def test_success_collects_results_and_logs(tmp_path):
@@ -95,15 +112,63 @@ def test_rank_without_a_result_line_fails():
 
 
 def test_timeout_kills_everything_and_exits_124(monkeypatch, capsys):
-    monkeypatch.setattr(nccl_probe, "default_worker_argv", fake_rank("time.sleep(60)"))
+    sleeper = fake_rank("time.sleep(60)")
+    monkeypatch.setattr(
+        nccl_probe, "default_worker_argv", lambda r, w, port, plan: sleeper(r, w, port)
+    )
     code = nccl_probe.main(["--nprocs", "2", "--timeout", "0.5"])
     assert code == 124
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[-2] == "nccl_probe: timed out after 0.5 s; killed all ranks"
-    final = json.loads(lines[-1])
+    assert lines[-1].startswith(nccl_probe.REPORT_TAG)
+    final = json.loads(lines[-1][len(nccl_probe.REPORT_TAG) :])
     assert final["timed_out"] is True and final["ok"] is False
     assert [r["returncode"] for r in final["ranks"]] == [-15, -15]  # SIGTERM sufficed
     assert final["wall_s"] < 10
+
+
+CASES = (
+    "cases = [{'dtype': d, 'bytes': n, 'ok': True, 'seconds': 0.001 * (rank + 1)} "
+    "for d in ('bf16', 'fp32') for n in (4096, 1048576)]; "
+    "print(tag + json.dumps({'ok': True, 'cases': cases}))"
+)
+
+
+def test_cases_are_joined_over_ranks_with_nccl_tests_figures():
+    report = nccl_probe.launch(2, 30, out=io.StringIO(), worker_argv=fake_rank(CASES))
+    assert report.ok and len(report.cases) == 4
+    one = next(c for c in report.cases if (c["dtype"], c["bytes"]) == ("fp32", 1048576))
+    # mean of the ranks' 1 ms and 2 ms; algbw = bytes / s; busbw = algbw * 2(n-1)/n = algbw at n=2
+    assert one["seconds"] == pytest.approx(0.0015)
+    assert one["algbw_gbps"] == pytest.approx(1048576 / 0.0015 / 1e9, abs=1e-4)
+    assert one["busbw_gbps"] == one["algbw_gbps"] and one["ranks"] == 2 and one["ok"]
+
+
+def test_busbw_follows_nccl_tests_for_all_reduce():
+    four = nccl_probe.bandwidth(8 << 20, 0.01, 4)
+    assert four["algbw_gbps"] == pytest.approx(0.8389, abs=1e-4)
+    assert four["busbw_gbps"] == pytest.approx(0.8389 * 1.5, abs=1e-3)
+    assert nccl_probe.bandwidth(1000, 1.0, 1)["busbw_gbps"] == 0.0
+
+
+def test_a_case_one_rank_got_wrong_fails_and_carries_no_figures():
+    body = CASES.replace("'ok': True, 'seconds'", "'ok': rank == 0, 'seconds'")
+    body = body.replace(
+        "print(tag", "cases[0]['error'] = None if rank == 0 else '3 of 3 differ'; print(tag"
+    )
+    report = nccl_probe.launch(2, 30, out=io.StringIO(), worker_argv=fake_rank(body))
+    first = report.cases[0]
+    assert not first["ok"] and "seconds" not in first and first["error"] == "3 of 3 differ"
+
+
+def test_a_rank_not_started_is_named_and_its_peer_reaped():
+    """Fault injection: world size 2, only rank 0 started; rank 0 waits for its peer."""
+    body = "print('waiting for the peer', flush=True); time.sleep(60)"
+    report = nccl_probe.launch(2, 1.0, out=io.StringIO(), worker_argv=fake_rank(body),
+                               start_ranks=[0])  # fmt: skip
+    assert report.timed_out and report.exit_code == 124
+    assert [r["error"] for r in report.ranks] == ["rank reported no result", "rank not started"]
+    assert report.ranks[1]["returncode"] is None
 
 
 def test_env_settings_are_recorded(monkeypatch):
@@ -124,8 +189,8 @@ def test_real_worker_without_torch_reports_the_import_error():
         timeout=90,
     )
     assert proc.returncode == 1
-    final = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert final["ranks"][0]["error"] == "ModuleNotFoundError: No module named 'torch'"
+    final = parse_report(proc.stdout)
+    assert final.rank_errors[0] == "ModuleNotFoundError: No module named 'torch'"
 
 
 # --- what the real probe printed on one H200 (device run, 2026-11-30) --------------------------
@@ -166,3 +231,40 @@ def test_h200_two_ranks_on_one_gpu_fail_with_duplicate_gpu():
     assert set(rank1.env_acks) == {"NCCL_CUMEM_ENABLE", "NCCL_CUMEM_HOST_ENABLE"}
     verdict = check(log, tp_size=2, expect_env={}, p2p_disabled=True)
     assert not verdict.ok and "duplicate_gpu" in verdict.reason
+
+
+# --- the candidate decides the backend; the engine's own Python runs it ------------------------
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def cpu_tp2() -> Candidate:
+    """The embedded vLLM CPU candidate at tensor-parallel size 2: no GPU, so gloo."""
+    base = load_candidate(REPO / "candidates" / "smollm2-135m-vllm.toml")
+    spec = copy.deepcopy(base.spec)
+    spec["serve"]["tensor_parallel_size"] = 2
+    return Candidate(base.path, spec)
+
+
+def test_a_cpu_candidate_probes_with_gloo_under_the_engines_python():
+    candidate = cpu_tp2()
+    assert backend_of(candidate) == "gloo"
+    argv = probe_argv(candidate, 60)
+    assert argv[:2] == [str(candidate.python()), str(nccl_probe.Path(nccl_probe.__file__))]
+    assert argv[argv.index("--backend") + 1] == "gloo"
+    assert argv[argv.index("--nprocs") + 1] == "2"
+    gpu = Candidate(candidate.path, {**candidate.spec, "gpus": {"count": 2}})
+    assert backend_of(gpu) == "nccl"
+
+
+@pytest.mark.skipif(
+    not cpu_tp2().python().exists(), reason="the vLLM CPU engine's venv is not installed"
+)
+def test_the_probe_runs_on_gloo_for_real_in_the_engines_venv():
+    """Two real gloo ranks on this CPU: every size and dtype sums exactly, with figures."""
+    run = run_probe(cpu_tp2(), 120)
+    report = parse_report(run.output)
+    assert run.returncode == 0, run.output[-2000:]
+    assert (report.backend, report.nprocs, report.ranks_ok) == ("gloo", 2, (0, 1))
+    assert len(report.cases) == 6 and all(c.ok and c.busbw_gbps for c in report.cases)
+    assert check_report(report, tp=2, backend="gloo").ok

@@ -13,7 +13,9 @@ from urllib.parse import unquote
 import pytest
 from test_verify import NAME, edit_finding, rehash, write_run
 
-from tp2qual.evidence.report import build_run, fmt, plot, ratio, render
+from tp2qual.evidence.charts import sample_chart
+from tp2qual.evidence.report import build_run, render
+from tp2qual.evidence.report_model import fmt, ratio
 from tp2qual.evidence.verify import verify_run
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -42,11 +44,13 @@ def test_pure_helpers() -> None:
     assert fmt({"b": 1}) == '{"b": 1}'
     assert fmt("x" * 500, width=10) == "x" * 9 + "…"
     assert (ratio(3.0, 2.0), ratio(1, 0), ratio(None, 2)) == ("1.500x", "—", "—")
-    p = plot("t", "s", [1.0, 3.0, 2.0], width=100, height=50)
-    xs, ys = [d[0] for d in p.dots], [d[1] for d in p.dots]
-    assert xs == sorted(xs) and xs[0] < xs[-1] <= 100
+    svg = sample_chart("t", "s", [(0, 1.0), (1, 3.0), (2, 2.0)], width=200, height=120)
+    dots = [dict(e.attrs) for e in svg.elements if e.tag == "circle"]
+    xs, ys = [float(d["cx"]) for d in dots], [float(d["cy"]) for d in dots]
+    assert xs == sorted(xs) and xs[0] < xs[-1] <= 200
     assert ys[1] < ys[2] < ys[0]  # SVG y grows downwards: the largest value sits highest
-    assert plot("t", "s", [5.0]).dots[0][1] > 0  # one sample, flat series: no division by zero
+    one = sample_chart("t", "s", [(0, 5.0)])  # one sample, flat series: no division by zero
+    assert float(dict(next(e for e in one.elements if e.tag == "circle").attrs)["cy"]) > 0
 
 
 def test_the_model_holds_verdict_gates_identity_and_performance(run_dir: Path) -> None:
@@ -63,7 +67,8 @@ def test_the_model_holds_verdict_gates_identity_and_performance(run_dir: Path) -
     assert facts["model SHA"].startswith("0123456789abcdef")
     assert cand.launch_flags[:3] == ("python", "-m", "tiny")
     assert [s.figure for s in cand.stats] == ["TTFT", "TPOT", "decode rate", "end-to-end"]
-    assert [len(p.dots) for p in cand.plots] == [5, 5]  # the warm-up is not plotted
+    dots = [[e for e in p.svg.elements if e.tag == "circle"] for p in cand.plots]
+    assert [len(d) for d in dots] == [5, 5]  # the warm-up is not plotted
     assert {a.label for a in cand.artifacts} >= {"finding.json", "server.log", "launch.json"}
     assert all(a.sha256 for a in cand.artifacts)
     assert cand.comparison is None
@@ -84,7 +89,9 @@ def test_a_previous_run_of_the_candidate_is_compared(tmp_path: Path) -> None:
     assert "../20251201T000000Z-0000/report.html" in html and "2.010x" in html
 
 
-def test_a_failure_shows_its_cause_and_log_excerpt(run_dir: Path) -> None:
+def test_a_failure_shows_its_cause_and_log_excerpt(tmp_path: Path) -> None:
+    run_dir = write_run(tmp_path / "results", capital="Lyon.")  # the raw answer shows it
+
     def fail(finding: dict) -> None:
         gate = finding["gates"]["deterministic"]
         gate.update(
@@ -113,6 +120,7 @@ def test_the_report_is_self_contained_and_its_links_resolve(run_dir: Path) -> No
     assert not re.search(r"""(src|href)=["']?(https?:|//)""", html)
     assert "<link" not in html and "<script" not in html and "@import" not in html
     targets = {unquote(h) for h in re.findall(r'href="([^"#][^"]*)"', html)}
+    targets = {t for t in targets if not t.startswith("data:")}  # the overview's CSV and JSON
     assert {f"{NAME}/finding.json", f"{NAME}/throughput_samples.jsonl"} <= targets
     assert all((run_dir / t).is_file() for t in targets), targets
 
@@ -156,6 +164,8 @@ def test_the_report_renders_in_a_headless_browser(tmp_path: Path) -> None:
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert f'<section id="{NAME}">' in dom.stdout and "<svg" in dom.stdout
     assert "decode rate per sample" in dom.stdout and "2.010x" in dom.stdout
+    assert '<section id="overview">' in dom.stdout and "decode rate by candidate" in dom.stdout
+    assert "20251201T000000Z-0000" in dom.stdout.split(f'<section id="{NAME}">')[0]  # history
     assert _page_errors(drawn.stderr + dom.stderr) == []
     rehash(run_dir)  # the screenshot is an artifact of the run now
     assert verify_run(run_dir).ok

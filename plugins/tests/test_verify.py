@@ -8,6 +8,7 @@ tests then break it one way each and expect ``verify`` to say so and the CLI to 
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -15,18 +16,53 @@ import pytest
 
 from tp2qual.__main__ import main
 from tp2qual.candidate import GATES, Candidate
+from tp2qual.checks.answers import check_answer
+from tp2qual.checks.repetition import check
 from tp2qual.checks.stats import summarize
 from tp2qual.evidence.claims import make_claim
-from tp2qual.evidence.finding import NOT_APPLICABLE, PASSED, CandidateRecord
+from tp2qual.evidence.finding import FAILED, NOT_APPLICABLE, PASSED, CandidateRecord
 from tp2qual.evidence.layout import write_manifest
 from tp2qual.evidence.run import RunState
 from tp2qual.evidence.verify import verify_run
-from tp2qual.hooks.evidence import close_run
+from tp2qual.hooks.evidence import close_run, record_resolved_candidate
+from tp2qual.perf.sampling import sample
 
 NAME = "fake-local"
 RUN_ID = "20260101T000000Z-aaaa"
 REVISION = "0123456789abcdef0123456789abcdef01234567"
 FIGURES = ("ttft_s", "tpot_s", "decode_tok_s", "e2e_s")
+
+
+GATE_SETTINGS = {
+    "deterministic": {
+        "prompts": [
+            {"id": "capital", "prompt": "Capital of France?", "expect": ["Paris"]},
+            {"id": "sum", "prompt": "What is 2 + 2?", "expect": ["4"]},
+        ]
+    },
+    "repetition": {"prompts": ["Tell a long story.", "Describe a harbour.", "Explain tides."]},
+    "tool_calls": {
+        "modes": ["auto"],
+        "prompt": "What is the weather in Paris?",
+        "tool": {
+            "name": "get_weather",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}},
+                "required": ["city"],
+                "additionalProperties": False,
+            },
+        },
+        "arguments_expect": {"city": "Paris"},
+    },
+    "throughput": {"floors": {"decode_tok_s_median": 20}},
+}
+ANSWERS = {"capital": "Paris.", "sum": "4"}
+VOCABULARY = (
+    "the a harbour boat sailor wind rope salt night morning gull anchor tide storm lantern mast "
+    "deck captain cargo island shore wave rain fog bell town market bread fish net old young "
+    "quiet red grey blue green far near slowly softly sang waited watched carried pulled found"
+)
 
 
 def fake_candidate(root: Path, name: str = NAME, env: dict[str, str] | None = None) -> Candidate:
@@ -42,19 +78,26 @@ def fake_candidate(root: Path, name: str = NAME, env: dict[str, str] | None = No
         },
         "serve": {"tensor_parallel_size": 1, "max_model_len": 2048},
         "gpus": {"count": 0},
+        "gates": GATE_SETTINGS,
     }
     return Candidate(root / f"{name}.toml", spec)
 
 
-def _gate(record: CandidateRecord, gate: str, claims: Sequence[tuple[str, str, dict]]) -> None:
+def _gate(
+    record: CandidateRecord,
+    gate: str,
+    claims: Sequence[tuple[str, str, dict]],
+    outcome: str = PASSED,
+) -> None:
     result = record.gates[gate]
     result.claims = [make_claim(record.evidence.root, n, a, s) for n, a, s in claims]
-    result.outcome, result.seconds = PASSED, 0.5
+    result.outcome, result.seconds = outcome, 0.5
     record.save()
 
 
 def _identity(record: CandidateRecord) -> None:
     ev = record.evidence
+    record_resolved_candidate(record)  # what the evidence plugin writes before the first gate
     record.identity = {
         "model": {
             "repo": "example/Tiny-Model",
@@ -74,7 +117,91 @@ def _identity(record: CandidateRecord) -> None:
     ev.write_text("server.log", "INFO starting tiny\nINFO ready on 127.0.0.1:8000\n")
 
 
-def _functional_gates(record: CandidateRecord) -> None:
+def exchange(tag: str, message: dict, finish: str = "stop", **response: object) -> dict:
+    """A raw record as ``Api.request`` writes it (the request body trimmed to its prompt)."""
+    return {
+        "tag": tag,
+        "at": 1767225600.0,
+        "request": {"method": "POST", "path": "/v1/chat/completions", "body": {"model": "tiny"}},
+        "status": 200,
+        "response": {
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            **response,
+        },
+        "elapsed_s": 0.1,
+    }
+
+
+def _deterministic(record: CandidateRecord, capital: str) -> None:
+    ev = record.evidence
+    prompts = {p["id"]: p for p in GATE_SETTINGS["deterministic"]["prompts"]}
+    for pid, answer in (ANSWERS | {"capital": capital}).items():
+        for i in range(3):
+            ev.append_jsonl(
+                "deterministic.jsonl",
+                exchange(f"{pid}#{i}", {"role": "assistant", "content": answer}),
+            )
+        correct = check_answer(answer, prompts[pid]["expect"]).ok
+        row = {"id": pid, "answer": answer, "reasoning": "", "correct": correct, "identical": True}
+        ev.append_jsonl("deterministic_verdicts.jsonl", row | {"repeats": 3})
+    _gate(
+        record,
+        "deterministic",
+        [
+            (
+                "known_answers_correct",
+                "deterministic_verdicts.jsonl",
+                {"op": "all", "field": "correct"},
+            )
+        ],
+        PASSED if capital == ANSWERS["capital"] else FAILED,
+    )
+
+
+def story(seed: int, words: int = 400) -> str:
+    pick = random.Random(seed)
+    vocabulary = VOCABULARY.split()
+    return " ".join(pick.choice(vocabulary) for _ in range(words))
+
+
+def _repetition(record: CandidateRecord) -> None:
+    ev = record.evidence
+    for i in range(3):
+        text = story(i)
+        ev.append_jsonl("repetition.jsonl", exchange(f"long#{i}", {"content": text}, "length"))
+        verdict = check(text)
+        ev.append_jsonl(
+            "repetition_metrics.jsonl",
+            {"prompt": i, "ok": verdict.ok, "reason": verdict.reason, **verdict.measures},
+        )
+    _gate(
+        record,
+        "repetition",
+        [
+            ("long_outputs_clean", "repetition_metrics.jsonl", {"op": "all", "field": "ok"}),
+            ("long_outputs", "repetition_metrics.jsonl", {"op": "count"}),
+        ],
+    )
+
+
+def _tool_calls(record: CandidateRecord) -> None:
+    ev = record.evidence
+    call = {
+        "id": "call_0",
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+    }
+    message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    ev.append_jsonl("tool_calls.jsonl", exchange("auto", message, "tool_calls"))
+    ev.append_jsonl("tool_calls_verdicts.jsonl", {"mode": "auto", "ok": True, "problems": []})
+    _gate(
+        record,
+        "tool_calls",
+        [("tool_calls_ok", "tool_calls_verdicts.jsonl", {"op": "all", "field": "ok"})],
+    )
+
+
+def _functional_gates(record: CandidateRecord, capital: str) -> None:
     ev = record.evidence
     ev.write_json("preflight.json", {"gpus_ok": True, "busy": []})
     _gate(record, "preflight", [("gpus_ok", "preflight.json", {"op": "field", "path": "gpus_ok"})])
@@ -88,47 +215,31 @@ def _functional_gates(record: CandidateRecord) -> None:
         "model_list",
         [("served_model", "model_list.jsonl", {"op": "field", "path": "response.data.0.id"})],
     )
-    for pid in ("capital", "sum"):
-        ev.append_jsonl(
-            "deterministic_verdicts.jsonl", {"id": pid, "correct": True, "identical": True}
-        )
-    _gate(
-        record,
-        "deterministic",
-        [
-            (
-                "known_answers_correct",
-                "deterministic_verdicts.jsonl",
-                {"op": "all", "field": "correct"},
-            )
-        ],
-    )
-    for i in range(3):
-        ev.append_jsonl("repetition_metrics.jsonl", {"prompt": i, "ok": True, "zlib_ratio": 1.8})
-    _gate(
-        record,
-        "repetition",
-        [
-            ("long_outputs_clean", "repetition_metrics.jsonl", {"op": "all", "field": "ok"}),
-            ("long_outputs", "repetition_metrics.jsonl", {"op": "count"}),
-        ],
-    )
-    ev.append_jsonl("tool_calls_verdicts.jsonl", {"mode": "auto", "ok": True})
-    _gate(
-        record,
-        "tool_calls",
-        [("tool_calls_ok", "tool_calls_verdicts.jsonl", {"op": "all", "field": "ok"})],
-    )
+    _deterministic(record, capital)
+    _repetition(record)
+    _tool_calls(record)
 
 
 def _capacity(record: CandidateRecord) -> None:
     """Two claims on one growing JSONL: the first is derived before the second record exists."""
     ev, root = record.evidence, record.evidence.root
-    ev.append_jsonl("capacity_results.jsonl", {"check": "needle", "fill": 0.91, "ok": True})
+    usage = {"prompt_tokens": 1864, "completion_tokens": 3}
+    ev.append_jsonl("capacity.jsonl", exchange("needle", {"content": "Lisbon"}, usage=usage))
+    ev.append_jsonl(
+        "capacity_results.jsonl",
+        {"check": "needle", "prompt_tokens": 1864, "fill": 0.91015625, "answer": "Lisbon",
+         "expect": "Lisbon", "ok": True},
+    )  # fmt: skip
     first = make_claim(
         root, "needle_prompt_fill", "capacity_results.jsonl", {"op": "field", "path": "fill"}
     )
-    ev.append_jsonl("capacity_results.jsonl", {"check": "over_bound", "status": 400, "ok": True})
+    rejected = exchange("over-bound", {}) | {"status": 400, "response": {"error": "too long"}}
+    ev.append_jsonl("capacity.jsonl", rejected)
+    ev.append_jsonl("capacity.jsonl", exchange("after-over-bound", {"content": "Hello"}))
+    ev.append_jsonl(
+        "capacity_results.jsonl",
+        {"check": "over_bound", "status": 400, "after_status": 200, "ok": True},
+    )
     second = make_claim(
         root, "over_bound_status", "capacity_results.jsonl", {"op": "field", "path": "status"}
     )
@@ -138,43 +249,38 @@ def _capacity(record: CandidateRecord) -> None:
 
 
 def _agreement(record: CandidateRecord) -> None:
-    """No reference named: not applicable, the transcript recorded and claimed all the same."""
-    ev = record.evidence
-    ev.append_jsonl("agreement_transcript.jsonl", {"kind": "transcript", "id": "factual"})
-    ev.append_jsonl("agreement_transcript.jsonl", {"kind": "summary", "agreement_prompts": 1})
-    _gate(
-        record,
-        "agreement",
-        [
-            (
-                "agreement_prompts",
-                "agreement_transcript.jsonl",
-                {"op": "field", "path": "agreement_prompts"},
-            )
-        ],
-    )
-    record.gates["agreement"].outcome = NOT_APPLICABLE
+    """No reference named: gate 07 is not applicable (and claims nothing here)."""
+    result = record.gates["agreement"]
+    result.outcome, result.reason = NOT_APPLICABLE, "no reference named ([reference] candidate)"
     record.save()
+
+
+def stream(tag: str, ttft: float, rate: float, tokens: int = 128) -> dict:
+    """A streamed exchange as ``Api.stream_chat`` writes it: one content chunk per token at
+    ``ttft`` then every 1/rate s, and a last chunk carrying ``usage``."""
+    chunks = [
+        {"t": ttft + k / rate, "data": {"choices": [{"index": 0, "delta": {"content": "w "}}]}}
+        for k in range(tokens)
+    ]
+    last = {"choices": [], "usage": {"completion_tokens": tokens, "prompt_tokens": 99}}
+    chunks.append({"t": ttft + tokens / rate, "data": last})
+    body = {"model": "tiny", "stream": True}
+    request = {"method": "POST", "path": "/v1/chat/completions", "body": body}
+    return {"tag": tag, "at": 1767225600.0, "request": request, "status": 200, "chunks": chunks,
+            "error_body": None, "e2e_s": ttft + tokens / rate}  # fmt: skip
 
 
 def _throughput(record: CandidateRecord, ttft: Sequence[float], rate: Sequence[float]) -> None:
     ev = record.evidence
-    ev.append_jsonl(
-        "throughput_samples.jsonl",
-        {"phase": "warmup", "i": 0, "ttft_s": 1.0, "decode_tok_s": 10.0, "tpot_s": 0.1, "e2e_s": 2},
-    )
-    for i, (t, r) in enumerate(zip(ttft, rate, strict=True)):
-        ev.append_jsonl(
-            "throughput_samples.jsonl",
-            {
-                "phase": "sample",
-                "i": i,
-                "ttft_s": t,
-                "decode_tok_s": r,
-                "tpot_s": 1 / r,
-                "e2e_s": t + 127 / r,
-            },
-        )
+    runs = [("warmup", 0, 1.0, 10.0)] + [
+        ("sample", i, t, r) for i, (t, r) in enumerate(zip(ttft, rate, strict=True))
+    ]
+    for phase, i, t, r in runs:
+        raw = stream(f"{phase}#{i}", t, r)
+        ev.append_jsonl("throughput.jsonl", raw)
+        chunks = [c["data"] for c in raw["chunks"]]
+        figures = sample(chunks, [c["t"] for c in raw["chunks"]], 128, "usage")
+        ev.append_jsonl("throughput_samples.jsonl", {"phase": phase, "i": i, **figures})
     samples = [
         json.loads(x)
         for x in (ev.root / "throughput_samples.jsonl").read_text().split("\n")
@@ -206,13 +312,15 @@ def write_run(
     ttft: Sequence[float] = (0.21, 0.2, 0.22, 0.19, 0.2),
     rate: Sequence[float] = (61.0, 60.2, 59.8, 60.5, 61.3),
     env: dict[str, str] | None = None,
+    capital: str = ANSWERS["capital"],
 ) -> Path:
-    """A consistent, finished, passing run folder under ``root``; returns the run folder."""
+    """A consistent, finished run folder under ``root`` (passing unless ``capital``, the served
+    answer to "Capital of France?", is wrong); returns the run folder."""
     candidate = fake_candidate(root, name, env)
     state = RunState(root, [candidate], run_id=run_id)
     record = state.record(candidate)
     _identity(record)
-    _functional_gates(record)
+    _functional_gates(record, capital)
     _capacity(record)
     _agreement(record)
     _throughput(record, ttft, rate)
@@ -245,7 +353,7 @@ def test_a_consistent_run_verifies(run_dir: Path, capsys: pytest.CaptureFixture[
     result = verify_run(run_dir)
     assert result.ok, [p.line() for p in result.problems]
     assert (result.candidates, result.final_manifest) == (1, True)
-    assert result.claims == 12
+    assert result.claims == 11
     assert result.files >= 12
     assert main(["verify", str(run_dir)]) == 0
     out = capsys.readouterr().out.strip().splitlines()
@@ -309,18 +417,21 @@ def test_a_claimed_value_the_artifact_does_not_give_is_caught(run_dir: Path) -> 
     edit_finding(run_dir, inflate)
     rehash(run_dir)
     problems = verify_run(run_dir).problems
-    assert len(problems) == 1 and problems[0].kind == "claim"
+    assert [p.kind for p in problems] == ["claim", "rederive"]  # its artifact, its raw streams
     assert "claims 95.0, throughput_samples.jsonl gives 60.5" in problems[0].detail
+    assert "claims 95.0; the raw exchanges give 60.5" in problems[1].detail
 
 
 def test_rewritten_claimed_bytes_are_caught_even_with_a_fresh_manifest(run_dir: Path) -> None:
     path = run_dir / NAME / "capacity_results.jsonl"
-    path.write_text(path.read_text().replace('"fill": 0.91', '"fill": 0.55'))
+    path.write_text(path.read_text().replace('"fill": 0.91015625', '"fill": 0.55'))
     rehash(run_dir)
     found = kinds(run_dir)
     assert found == [
         ("tampered", f"{NAME}/finding.json [capacity.needle_prompt_fill]"),
         ("tampered", f"{NAME}/finding.json [capacity.over_bound_status]"),
+        ("rederive", f"{NAME}/capacity.jsonl needle"),  # the row no longer says what it judged
+        ("rederive", f"{NAME}/finding.json [capacity.needle_prompt_fill]"),
     ]
 
 

@@ -1,9 +1,13 @@
 """Command line: ``python -m tp2qual verify|report results/<run>`` (or ``results/latest``),
+``python -m tp2qual compare RUN [RUN…] [--format table|csv|json]``,
 ``python -m tp2qual diagnose LOG… [--tp N] [--env KEY=VALUE…] [--json]``.
 
 verify    re-hashes every artifact against the manifest and re-derives every claim; exit 1 on any
           problem, one line per problem, then a summary line.
 report    (re)builds ``report.html`` in the run folder from what is on disk.
+compare   the report's overview in the terminal: one row per candidate per run given; with one
+          run, each of its candidates across the earlier dated runs beside it too. Exit 2 when
+          a RUN is not a run folder.
 diagnose  names the cause of a failed NCCL probe / server start-up from pasted logs, with a
           remedy that fits the settings given; exit 0 when no log shows a failure, 1 when one
           does, 2 for bad usage or an unreadable file.
@@ -18,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tp2qual.checks.diagnosis import Diagnosis, diagnose
+from tp2qual.evidence import overview
 from tp2qual.evidence.report import write_report
 from tp2qual.evidence.verify import resolve_run, verify_run
 
@@ -29,6 +34,11 @@ def _parser() -> argparse.ArgumentParser:
     verify.add_argument("run", type=Path, help="results/<run-id>, results/latest or results/")
     report = commands.add_parser("report", help="(re)build a run's report.html")
     report.add_argument("run", type=Path, help="results/<run-id>, results/latest or results/")
+    compare = commands.add_parser("compare", help="candidates' figures side by side, across runs")
+    compare.add_argument("runs", type=Path, nargs="+", metavar="RUN", help="results/<run-id>…")
+    compare.add_argument(
+        "--format", choices=("table", "csv", "json"), default="table", help="default: table"
+    )
     diag = commands.add_parser("diagnose", help="name the cause of a failure in NCCL/engine logs")
     diag.add_argument("logs", type=Path, nargs="+", metavar="LOG", help="log file(s), '-' = stdin")
     diag.add_argument("--tp", type=int, help="tensor-parallel size the logs ran with")
@@ -102,8 +112,31 @@ def _report(run: Path) -> int:
     return 0
 
 
+def _compare(runs: Sequence[Path], shape: str) -> int:
+    dirs = [resolve_run(run) for run in runs]
+    if bad := [str(run) for run, d in zip(runs, dirs, strict=True) if not d.is_dir()]:
+        print(f"tp2qual compare: not a run folder: {', '.join(bad)}", file=sys.stderr)
+        return 2
+    if len(dirs) == 1:  # one run: its candidates and their history
+        now = overview.summarize_run(dirs[0])
+        rows = [r for c in now for r in overview.history(dirs[0], c.candidate)]
+    else:
+        rows = [r for d in dict.fromkeys(dirs) for r in overview.summarize_run(d)]
+        rows.sort(key=lambda r: (r.candidate, r.run_id))
+    if not rows:
+        print(f"tp2qual compare: no finding in {', '.join(map(str, runs))}", file=sys.stderr)
+        return 2
+    if shape == "table":
+        print("\n".join(overview.table(rows)))
+    else:
+        print(overview.to_csv(rows) if shape == "csv" else overview.to_json(rows), end="")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)  # argparse itself exits 2 on bad usage
+    if args.command == "compare":
+        return _compare(args.runs, args.format)
     if args.command == "diagnose":
         try:
             return _diagnose(args)

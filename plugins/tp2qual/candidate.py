@@ -250,9 +250,14 @@ class Candidate:
             "chat_format": self.spec["engine"].get("chat_format", ""),
         }
 
+    @property
+    def command(self) -> list[str]:
+        """``launch.command`` then ``launch.append``, placeholders unfilled."""
+        return [*self.launch["command"], *self.launch.get("append", [])]
+
     def argv(self, *, port: int, host: str = "127.0.0.1") -> list[str]:
         values = self.placeholders(port=port, host=host)
-        return [fill(part, values) for part in self.launch["command"]]
+        return [fill(part, values) for part in self.command]
 
 
 _PLACEHOLDER = re.compile(r"\{\{([a-z_]+)\}\}|\{([a-z_]+)\}")
@@ -285,7 +290,8 @@ def _baseline_flag_problems(spec: Mapping[str, Any]) -> list[str]:
     schema-valid."""
     if spec.get("lane", {}).get("kind") == "optional":
         return []
-    argv = [str(a) for a in spec.get("launch", {}).get("command", [])]
+    launch = spec.get("launch", {})
+    argv = [str(a) for a in (*launch.get("command", []), *launch.get("append", []))]
     problems = [
         f"launch.command: {arg.split('=')[0]} turns on speculative decoding; a baseline never "
         "does (make it an optional lane after the baseline)"

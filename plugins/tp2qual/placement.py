@@ -116,11 +116,13 @@ def _image_unresolved(host: Host, candidate: Candidate, *, pull: bool) -> str | 
     """Bad input found before anything starts: an unresolved pin, an image the host lacks or
     holds under another id (``--pull`` may fetch a missing one; its pin still holds)."""
     from tp2qual.serving.launchers.docker.engine import docker_client
+    from tp2qual.serving.launchers.docker.image_ref import image_reference
     from tp2qual.serving.launchers.docker.pins import image_matches, pin_unresolved, resolve_pin
 
     if why := pin_unresolved(candidate):
         return why
-    name, pin = candidate.launch["docker"]["image"], resolve_pin(candidate).value or ""
+    pin = resolve_pin(candidate).value or ""
+    name = image_reference(candidate.launch["docker"]["image"], pin)
     with bound(host), docker_client() as client:
         try:
             attrs = client.images.get(name).attrs

@@ -114,6 +114,10 @@ TIMEOUT_SIGNATURES: dict[str, tuple[str, str]] = {
 }
 
 
+# Diagnosis rules that already name a hang; a timeout adds nothing to them.
+HANG_CODES = frozenset({"init_hang", "collective_hang", "missing_rank", "first_collective_hang"})
+
+
 def _signature(code: str, line: str) -> Signature:
     cause, remedy = TIMEOUT_SIGNATURES[code]
     return Signature(code, cause, remedy, line.strip())
@@ -218,7 +222,7 @@ def check(
 def _timeout_signatures(log: NcclLog, timed_out: bool) -> list[Signature]:
     """The caller knows the process ran out of time; the log alone cannot say so."""
     codes = {s.code for s in log.signatures}
-    if not timed_out or codes & {"init_hang", "collective_hang"}:
+    if not timed_out or codes & HANG_CODES:
         return []
     if log.pending or not log.init_complete:
         return [_signature("init_hang", "process timed out before every rank's Init COMPLETE")]
@@ -298,6 +302,7 @@ def _measures(
 ) -> dict[str, Any]:
     facts = log.to_dict()
     facts["signatures"] = [asdict(s) for s in signatures]
+    facts["ranks_complete"] = sorted({ic.rank for ic in log.init_complete if ic.nranks == tp_size})
     facts.update(
         tp_size=tp_size,
         expect_env=dict(expect_env),

@@ -5,6 +5,10 @@ into frozen dataclasses; ``render`` fills ``templates/report.html.j2``; ``write_
 result at ``results/<run-id>/report.html``. Everything comes from disk, so the report can be
 rebuilt at any time (``python -m tp2qual report results/<run>``). One self-contained file: CSS
 and SVG inline, links relative to the run folder, nothing fetched.
+
+The parts: the campaign overview, its chart, history and export (``report_overview``, from
+``overview``), a candidate's performance (``performance_view``) and GPU topology
+(``topology_view``), charts as SVG elements (``charts``); this module reads the rest.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from urllib.parse import quote
 import jinja2
 
 from tp2qual.candidate import GATES
-from tp2qual.evidence.claims import Claim, read_records
+from tp2qual.evidence.claims import Claim
 from tp2qual.evidence.finding import (
     ERROR,
     FAILED,
@@ -29,29 +33,30 @@ from tp2qual.evidence.finding import (
     read_finding,
 )
 from tp2qual.evidence.layout import FINDING, MANIFEST, REPORT, atomic_write
+from tp2qual.evidence.performance_view import (
+    comparison,
+    performance_context,
+    sample_charts,
+    stat_rows,
+)
 from tp2qual.evidence.report_model import (
-    FIGURES,
     OUTCOME_LABELS,
-    PLOTTED,
-    SAMPLES,
     SUMMARY,
     CandidateView,
     Cause,
     ClaimRow,
     ClosedLoop,
-    CompareRow,
-    Comparison,
     Fact,
     GateRow,
     Link,
-    Plot,
     RunView,
-    StatRow,
     fmt,
-    plot,
-    ratio,
 )
+from tp2qual.evidence.report_overview import build_overview
+from tp2qual.evidence.topology_view import topology_view
 from tp2qual.evidence.verify import Verification
+
+__all__ = ["build_run", "gate_artifacts", "render", "stated_sampling", "write_report"]
 
 # ---------------------------------------------------------------- reading a run (disk)
 
@@ -173,7 +178,6 @@ def identity_facts(cand_dir: Path, finding: Finding) -> tuple[Fact, ...]:
     engine = ident.get("engine") or _json(cand_dir / "identity/engine.json") or {}
     launch = ident.get("launch") or _json(cand_dir / "launch.json") or {}
     spec = finding.spec
-    topology = ident.get("topology") or _json(cand_dir / "identity/topology.json")
     facts = [
         ("model", model.get("repo") or (spec.get("model") or {}).get("repo")),
         ("model SHA", model.get("file_sha256") or model.get("resolved_revision")),
@@ -186,16 +190,15 @@ def identity_facts(cand_dir: Path, finding: Finding) -> tuple[Fact, ...]:
         ("launcher", launch.get("launcher")),
         ("tensor parallel", (spec.get("serve") or {}).get("tensor_parallel_size")),
         ("bounded context", (spec.get("serve") or {}).get("max_model_len")),
-        ("GPU topology", topology),
         ("host", (ident.get("host") or {}).get("os")),
         ("ran on Docker host", _docker_host(ident.get("docker_host"))),
     ]
     return tuple(Fact(k, fmt(v, 400)) for k, v in facts if v not in (None, "", {}, []))
 
 
-def _docker_host(host: dict[str, Any] | None) -> str | None:
+def _docker_host(host: Any) -> str | None:
     """``--hosts`` runs: which host served the candidate, through which endpoint and worker."""
-    if not host:
+    if not isinstance(host, dict) or not host:
         return None
     return (
         f"{host.get('name')} ({host.get('docker')}, {host.get('reached_by')}; {host.get('worker')})"
@@ -205,134 +208,6 @@ def _docker_host(host: dict[str, Any] | None) -> str | None:
 def launch_flags(cand_dir: Path, finding: Finding) -> tuple[str, ...]:
     launch = _json(cand_dir / "launch.json") or finding.identity.get("launch") or {}
     return tuple(str(a) for a in launch.get("argv") or ())
-
-
-def stat_rows(summary: dict[str, Any] | None) -> tuple[StatRow, ...]:
-    rows = []
-    summary = summary or {}
-    ordered = [k for k in FIGURES if k in summary] + sorted(set(summary) - set(FIGURES))
-    for key, stats in ((k, summary[k]) for k in ordered):
-        if not isinstance(stats, dict):
-            continue
-        title, unit = FIGURES.get(key, (key, ""))
-        ci = f"[{fmt(stats.get('ci95_low'))}, {fmt(stats.get('ci95_high'))}]"
-        cells = tuple(fmt(stats.get(k)) for k in ("n", "mean", "median", "stdev", "p90", "p99"))
-        rows.append(StatRow(title, unit, (*cells, ci)))
-    return tuple(rows)
-
-
-def sample_plots(cand_dir: Path) -> tuple[Plot, ...]:
-    path = cand_dir / SAMPLES
-    if not path.is_file():
-        return ()
-    try:
-        samples = [r for r in read_records(path) if r.get("phase", "sample") == "sample"]
-    except ValueError:
-        return ()
-    plots = []
-    for key in PLOTTED:
-        values = [float(r[key]) for r in samples if isinstance(r.get(key), int | float)]
-        if values:
-            title, unit = FIGURES[key]
-            plots.append(plot(f"{title} per sample", unit, values))
-    return tuple(plots)
-
-
-def performance_context(cand_dir: Path) -> tuple[Fact, ...]:
-    """What the samples are measured against: the dated TP1 baseline and the roofline."""
-    comparison_ = _json(cand_dir / "throughput_comparison.json") or {}
-    roof = _json(cand_dir / "roofline.json") or {}
-    facts: list[tuple[str, str]] = []
-    if base := comparison_.get("baseline"):
-        status = (
-            "corroborated by a local finding"
-            if comparison_.get("corroborated")
-            else "uncorroborated: no raw artifact of it here"
-        )
-        facts.append(
-            (
-                "TP1 baseline",
-                f"{base.get('date')} · TP{base.get('tp')} · {status} · {base.get('source')}",
-            )
-        )
-        for row in comparison_.get("rows", []):
-            facts.append(
-                (
-                    f"{row['figure']}: this / baseline",
-                    f"{fmt(row['now'])} / {fmt(row['baseline'])} = "
-                    f"{ratio(row['now'], row['baseline'])}",
-                )
-            )
-    if roof.get("computed"):
-        inputs = (
-            f"TP{roof['tp']}, {fmt(roof['active_params_b'])}B active x "
-            f"{fmt(roof['bits_per_weight'])} bit, {fmt(roof['bandwidth_gbs'])} GB/s per GPU "
-            f"({roof['bandwidth_from']})"
-        )
-        facts.append(("decode roofline", f"{fmt(roof['bound_tok_s'])} tok/s: {inputs}"))
-        measured = fmt(roof.get("measured_decode_tok_s"))
-        facts.append(("measured / roofline", f"{measured} tok/s = {fmt(roof.get('fraction'))}"))
-    elif roof:
-        facts.append(("decode roofline", f"not computed: {roof.get('why')}"))
-    facts += server_timing_facts(_json(cand_dir / "server_timings.json") or {})
-    return tuple(Fact(k, v) for k, v in facts)
-
-
-def server_timing_facts(timings: dict[str, Any]) -> list[tuple[str, str]]:
-    """The engine's own window means beside the client's (seconds)."""
-    if not timings:
-        return []
-    client = timings.get("client_means") or {}
-    facts = [("engine's own timings", str(timings.get("source")))]
-    for key, found in (timings.get("server") or {}).items():
-        server_s = found.get("mean_s") if isinstance(found, dict) else found
-        client_key = "tpot_s" if key == "itl_s" else key
-        facts.append(
-            (
-                f"{key}: client / engine",
-                f"{fmt(client.get(client_key))} / "
-                f"{fmt(server_s)} = {ratio(client.get(client_key), server_s)}",
-            )
-        )
-    return facts
-
-
-def previous_run(run_dir: Path, candidate: str) -> Path | None:
-    """The newest older run folder beside this one holding this candidate's finding."""
-    older = [
-        p
-        for p in run_dir.parent.iterdir()
-        if p.is_dir()
-        and not p.is_symlink()
-        and p.name < run_dir.name
-        and (p / candidate / FINDING).is_file()
-    ]
-    return max(older, key=lambda p: p.name) if older else None
-
-
-def comparison(run_dir: Path, candidate: str, verdict: str) -> Comparison | None:
-    before_dir = previous_run(run_dir, candidate)
-    if before_dir is None:
-        return None
-    before = read_finding(before_dir / candidate, run_dir)
-    now_stats = _json(run_dir / candidate / SUMMARY) or {}
-    old_stats = _json(before_dir / candidate / SUMMARY) or {}
-    medians = {
-        k: (now_stats[k].get("median"), old_stats[k].get("median"))
-        for k in FIGURES
-        if isinstance(now_stats.get(k), dict) and isinstance(old_stats.get(k), dict)
-    }
-    rows = tuple(
-        CompareRow(f"{FIGURES[k][0]} median ({FIGURES[k][1]})", fmt(now), fmt(old), ratio(now, old))
-        for k, (now, old) in medians.items()
-    )
-    return Comparison(
-        before_dir.name,
-        f"../{quote(before_dir.name)}/{REPORT}",
-        verdict,
-        (before.verdict if before else "") or "?",
-        rows,
-    )
 
 
 def build_candidate(run_dir: Path, cand_dir: Path, manifest: dict[str, Any]) -> CandidateView:
@@ -355,12 +230,30 @@ def build_candidate(run_dir: Path, cand_dir: Path, manifest: dict[str, Any]) -> 
         failures=tuple(g for g in gates if g.outcome == FAILED),
         suite_errors=tuple(g for g in gates if g.outcome == ERROR),
         stats=stat_rows(_json(cand_dir / SUMMARY)),
-        plots=sample_plots(cand_dir),
+        plots=sample_charts(cand_dir, _floors(finding)),
         context=performance_context(cand_dir),
         artifacts=tuple(_link(run_dir, p, manifest) for p in files),
         comparison=comparison(run_dir, cand_dir.name, verdict),
         closed_loop=closed_loop(cand_dir),
+        topology=topology_view(_topology(cand_dir, finding)),
+        topology_link=next(
+            (_link(run_dir, p, manifest) for p in map(cand_dir.joinpath, TOPOLOGY) if p.is_file()),
+            None,
+        ),
     )
+
+
+TOPOLOGY = ("topology.json", "identity/topology.json")  # the snapshot as gate 00 wrote it
+
+
+def _topology(cand_dir: Path, finding: Finding) -> Any:
+    found = (_json(cand_dir / name) for name in TOPOLOGY)
+    return finding.identity.get("topology") or next((t for t in found if t), None)
+
+
+def _floors(finding: Finding) -> dict[str, Any]:
+    floors = ((finding.spec.get("gates") or {}).get("throughput") or {}).get("floors")
+    return floors if isinstance(floors, dict) else {}
 
 
 def build_run(run_dir: Path, check: Verification | None = None) -> RunView:
@@ -372,9 +265,10 @@ def build_run(run_dir: Path, check: Verification | None = None) -> RunView:
         build_candidate(run_dir, p.parent, manifest) for p in sorted(run_dir.glob(f"*/{FINDING}"))
     )
     generated = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    overview = build_overview(run_dir)
     if check is None:
         waiting = "run in progress: every artifact and claim is verified when it ends"
-        return RunView(run_dir.name, generated, candidates, waiting, None, ())
+        return RunView(run_dir.name, generated, candidates, waiting, None, (), overview)
     return RunView(
         run_dir.name,
         generated,
@@ -382,6 +276,7 @@ def build_run(run_dir: Path, check: Verification | None = None) -> RunView:
         check.summary(),
         check.ok,
         tuple(p.line() for p in check.problems[:50]),
+        overview,
     )
 
 

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tp2qual.checks.stats import ratio as stats_ratio
+from tp2qual.evidence.charts import Svg
+from tp2qual.evidence.topology_view import TopologyView
 
 OUTCOME_LABELS = {
     "passed": "passed",
@@ -84,15 +86,9 @@ class StatRow:
 
 
 @dataclass(frozen=True)
-class Plot:
-    title: str
-    unit: str
-    width: int
-    height: int
-    polyline: str
-    dots: tuple[tuple[float, float, str], ...]  # x, y, tooltip
-    top: str
-    bottom: str
+class Chart:
+    caption: str
+    svg: Svg
 
 
 @dataclass(frozen=True)
@@ -134,11 +130,64 @@ class CandidateView:
     failures: tuple[GateRow, ...]
     suite_errors: tuple[GateRow, ...]
     stats: tuple[StatRow, ...]
-    plots: tuple[Plot, ...]
+    plots: tuple[Chart, ...]
     context: tuple[Fact, ...]  # TP1 baseline ratios, roofline, server-side timings
     artifacts: tuple[Link, ...]
     comparison: Comparison | None
     closed_loop: ClosedLoop | None = None
+    topology: TopologyView | None = None
+    topology_link: Link | None = None  # the raw snapshot
+
+
+@dataclass(frozen=True)
+class OverviewRow:
+    """One candidate in the overview; cells already worded (\"—\" when not recorded)."""
+
+    candidate: str
+    verdict: str
+    gate: str
+    cause: str
+    decode: str
+    decode_ci: str
+    ttft: str
+    ttft_ci: str
+    tp1: str
+    tp1_note: str
+    roofline: str
+    extra: tuple[str, ...]  # one per Overview.extra_columns
+    wall: str
+    host: str
+    lane_after: str = ""
+
+
+@dataclass(frozen=True)
+class HistoryRow:
+    run_id: str
+    report: str  # relative link to that run's report
+    current: bool
+    verdict: str
+    gate: str
+    decode: str
+    ttft: str
+    tp1: str
+    roofline: str
+    wall: str
+
+
+@dataclass(frozen=True)
+class History:
+    candidate: str
+    rows: tuple[HistoryRow, ...]
+
+
+@dataclass(frozen=True)
+class Overview:
+    extra_columns: tuple[str, ...]
+    rows: tuple[OverviewRow, ...]
+    charts: tuple[Chart, ...]
+    history: tuple[History, ...]  # candidates with an earlier run beside this one
+    csv_href: str  # data: URIs, so the export needs no file beside the report
+    json_href: str
 
 
 @dataclass(frozen=True)
@@ -149,6 +198,7 @@ class RunView:
     verify_summary: str
     verify_ok: bool | None  # None: not verified yet (mid-run refresh)
     verify_lines: tuple[str, ...]
+    overview: Overview | None = None
 
 
 def fmt(value: Any, width: int = 160) -> str:
@@ -167,19 +217,3 @@ def ratio(now: Any, before: Any) -> str:
     numbers = isinstance(now, int | float) and isinstance(before, int | float)
     value = stats_ratio(float(now), float(before)) if numbers else None
     return "—" if value is None else f"{value:.3f}x"
-
-
-def plot(title: str, unit: str, values: list[float], width: int = 360, height: int = 130) -> Plot:
-    """An SVG line of one value per sample, scaled to the box with a margin for labels."""
-    left, right, top, bottom = 8, 8, 14, 18
-    low, high = min(values), max(values)
-    span = (high - low) or abs(high) or 1.0
-    low, high = low - span * 0.1, high + span * 0.1
-    step = (width - left - right) / max(1, len(values) - 1)
-    points = []
-    for i, value in enumerate(values):
-        x = left + i * step if len(values) > 1 else width / 2
-        y = top + (high - value) / (high - low) * (height - top - bottom)
-        points.append((round(x, 1), round(y, 1), f"sample {i}: {value:.4g} {unit}"))
-    polyline = " ".join(f"{x},{y}" for x, y, _ in points)
-    return Plot(title, unit, width, height, polyline, tuple(points), f"{high:.4g}", f"{low:.4g}")

@@ -1,15 +1,21 @@
-"""Re-verify a run folder: every artifact against the manifest, every claim against its artifact.
+"""Re-verify a run folder: every artifact against the manifest, every claim against its artifact,
+every functional verdict against the raw exchanges it was judged on.
 
 The MLPerf submission checker's habit: a number in a finding is trusted only if it can be derived
-again, now, from the raw artifact it names. ``verify_run`` reads a run folder and returns every
-problem it finds — a tampered, missing or unlisted file; a claim its artifact does not back; a PASS
-without backing; a verdict that its gates do not give. No pytest here; reading files is all it does.
+again, now, from the raw artifact it names, and a verdict only if the checks re-run on the raw
+requests and responses give it again (``rederive``, with the settings the run recorded at its
+start). ``verify_run`` reads a run folder and returns every problem it finds — a tampered, missing
+or unlisted file; a claim its artifact does not back; a verdict row or claim the raw exchanges do
+not give; a passed gate whose claims or exchanges do not support a pass (or a failed one whose
+show no failure); a PASS without backing; a verdict that its gates do not give. No pytest here;
+reading files is all it does.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,13 +24,24 @@ from tp2qual.candidate import GATES
 from tp2qual.evidence.claims import Claim, DerivationError, derive_from, same, sha256_bytes
 from tp2qual.evidence.finding import ERROR, FAILED, PASSED, Finding, Outcome, Verdict
 from tp2qual.evidence.layout import FINDING, MANIFEST, NOT_HASHED, sha256_of
+from tp2qual.evidence.rederive import (
+    REDERIVERS,
+    RESOLVED_CANDIDATE,
+    GateRun,
+    Rederived,
+    Unrederivable,
+    read_settings,
+    supports_pass,
+)
 
 OUTCOMES = frozenset(str(o) for o in Outcome)
 
 
 @dataclass(frozen=True)
 class Problem:
-    kind: str  # tampered | missing | unlisted | manifest | finding | claim | unbacked | verdict
+    # tampered | missing | unlisted | manifest | finding | claim | unbacked | verdict
+    # | rederive (the raw exchanges give another value) | unsupported (outcome vs evidence)
+    kind: str
     where: str  # path relative to the run folder
     detail: str
 
@@ -41,6 +58,7 @@ class Verification:
     final_manifest: bool = False
     seconds: float = 0.0
     problems: list[Problem] = field(default_factory=list)
+    rechecked: Counter[str] = field(default_factory=Counter)  # gate -> raw exchanges re-checked
 
     @property
     def ok(self) -> bool:
@@ -49,9 +67,12 @@ class Verification:
     def summary(self) -> str:
         state = "OK" if self.ok else f"{len(self.problems)} problem(s)"
         note = "" if self.final_manifest else " (manifest written before the run finished)"
+        counts = ", ".join(f"{gate} {n}" for gate, n in self.rechecked.items())
+        rechecked = f"; raw exchanges re-checked: {counts}" if counts else ""
         return (
             f"verify {self.run_dir.name}: {state} — {self.candidates} candidate(s), "
             f"{self.files} file(s), {self.claims} claim(s) in {self.seconds:.2f}s{note}"
+            f"{rechecked}"
         )
 
 
@@ -145,7 +166,117 @@ def check_candidate(
         problem = check_claim(cand_dir, claim, listed)
         if problem:
             problems.append(Problem(problem[0], f"{where} [{gate}.{claim.name}]", problem[1]))
+    return problems + check_rederived(cand_dir, finding, where, result)
+
+
+def check_rederived(
+    cand_dir: Path, finding: Finding, where: str, result: Verification
+) -> list[Problem]:
+    """Every gate that ran is judged again from its raw exchanges, with the recorded settings;
+    its verdict rows and claims must be what that gives, and its outcome what they support."""
+    ran = [g for g, r in finding.gates.items() if r.outcome in (PASSED, FAILED)]
+    if not ran:
+        return []
+    try:
+        resolved = read_settings(cand_dir)
+    except Unrederivable as exc:
+        return [Problem("rederive", f"{cand_dir.name}/{RESOLVED_CANDIDATE}", str(exc))]
+    problems = []
+    for gate in ran:
+        settings = resolved["gates"].get(gate) or {}
+        got = None
+        if gate in REDERIVERS:
+            got, problem = _rederive(cand_dir, gate, settings, resolved)
+            if problem and finding.gates[gate].outcome == FAILED and not got.records:
+                continue  # failed before its exchanges were written: its reason stands alone
+            if problem:
+                problems.append(problem)
+                continue
+            result.rechecked[gate] += got.records
+            problems += [
+                Problem("rederive", f"{cand_dir.name}/{m.record}", f"{gate}: {m.line()}")
+                for m in got.mismatches
+            ]
+            problems += _claims_rederived(cand_dir, gate, finding, got, where)
+        problems += _outcome_supported(gate, finding, settings, got, where)
     return problems
+
+
+def _rederive(
+    cand_dir: Path, gate: str, settings: dict[str, Any], resolved: dict[str, Any]
+) -> tuple[Rederived, Problem | None]:
+    run = GateRun(
+        cand_dir, settings, str(resolved.get("engine")), int(resolved.get("max_model_len") or 1)
+    )
+    try:
+        return REDERIVERS[gate](run), None
+    except Unrederivable as exc:
+        return Rederived(), Problem("rederive", cand_dir.name, f"{gate}: {exc}")
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+        detail = f"{gate}: the raw exchanges or recorded settings are malformed ({exc!r})"
+        return Rederived(), Problem("rederive", cand_dir.name, detail)
+
+
+def _claims_rederived(
+    cand_dir: Path, gate: str, finding: Finding, got: Rederived, where: str
+) -> list[Problem]:
+    """Each claim on a verdict artifact, derived again over the re-derived rows it covered (the
+    rows within the artifact's first ``bytes`` at claim time)."""
+    problems = []
+    for claim in finding.gates[gate].claims:
+        rows = got.rows.get(claim.artifact)
+        path = cand_dir / claim.artifact
+        if rows is None or claim.bytes is None or not path.is_file():
+            continue
+        covered = sum(1 for line in path.read_bytes()[: claim.bytes].splitlines() if line.strip())
+        data = "".join(json.dumps(r) + "\n" for r in rows[:covered]).encode()
+        try:
+            value = derive_from(data, path, claim.derive)
+        except DerivationError as exc:
+            value = f"<{exc}>"
+        if not same(claim.value, value):
+            problems.append(
+                Problem(
+                    "rederive",
+                    f"{where} [{gate}.{claim.name}]",
+                    f"claims {claim.value!r}; the raw exchanges give {value!r}",
+                )
+            )
+    return problems
+
+
+def _outcome_supported(
+    gate: str, finding: Finding, settings: dict[str, Any], got: Rederived | None, where: str
+) -> list[Problem]:
+    """A passed gate's claims support a pass and its raw exchanges fail nothing; a failed gate's
+    claims or raw exchanges show the failure."""
+    result = finding.gates[gate]
+    verdicts = {c.name: supports_pass(c.name, c.value, settings) for c in result.claims}
+    values = {c.name: c.value for c in result.claims}
+    failures = got.failures if got else []
+    if result.outcome == PASSED:
+        problems = [
+            Problem(
+                "unsupported",
+                f"{where} [{gate}.{name}]",
+                f"{gate} passed, but claim {name} = {values[name]!r} does not support a pass",
+            )
+            for name, ok in verdicts.items()
+            if ok is False
+        ]
+        return problems + [
+            Problem("unsupported", where, f"{gate} passed, but the raw exchanges fail: {f}")
+            for f in failures
+        ]
+    if got is not None and not failures and False not in verdicts.values():
+        return [
+            Problem(
+                "unsupported",
+                where,
+                f"{gate} failed, but neither its claims nor its raw exchanges show a failure",
+            )
+        ]
+    return []
 
 
 def check_verdict(finding: Finding, where: str) -> list[Problem]:

@@ -18,8 +18,10 @@ from typing import Any
 
 import pytest
 
+from tp2qual.candidate import GATES
 from tp2qual.evidence.finding import ERROR, FAILED, NOT_RUN, CandidateRecord, Finding
 from tp2qual.evidence.layout import REPORT, write_manifest
+from tp2qual.evidence.rederive import RESOLVED_CANDIDATE
 from tp2qual.evidence.report import gate_artifacts, write_report
 from tp2qual.evidence.run import RunState
 from tp2qual.evidence.verify import verify_run
@@ -152,12 +154,31 @@ def pytest_runtest_makereport(
         return report
     record, gate = context
     if report.when == "setup":
+        record_resolved_candidate(record)
         item.stash[claims_before_key] = _claim_keys(record, gate)
     elif report.when == "call":
         _claim_properties(item, report, record, gate)
     if report.when == "call" or report.failed:
         _html_links(item, report, record, gate)
     return report
+
+
+def record_resolved_candidate(record: CandidateRecord) -> None:
+    """Before the candidate's first gate runs: the settings every gate runs with, as resolved
+    (defaults merged), so ``verify`` re-derives verdicts with these, not today's candidate file."""
+    if (record.evidence.root / RESOLVED_CANDIDATE).is_file():
+        return  # written at the run's start (or by a worker before this one)
+    candidate = record.candidate
+    record.evidence.write_json(
+        RESOLVED_CANDIDATE,
+        {
+            "name": candidate.name,
+            "engine": candidate.engine,
+            "max_model_len": candidate.max_model_len,
+            "served_name": candidate.served_name,
+            "gates": {gate: candidate.gate(gate) for gate in GATES},
+        },
+    )
 
 
 def _gate_record(item: pytest.Item) -> tuple[CandidateRecord, str] | None:

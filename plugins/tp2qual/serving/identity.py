@@ -1,7 +1,10 @@
 """Identity facts: which model bytes and which engine build a finding is about.
 
 ``model_identity`` checks the pins *before* anything starts (a wrong file or revision is one
-clear error); ``engine_identity`` asks the running server what it is.
+clear error): a local file by its sha256, a hub snapshot file by file against the content
+addresses the cache names its blobs by (``hub_snapshot``); digests are cached across runs by
+(device, inode, size, mtime) and the facts say how many came from that cache.
+``engine_identity`` asks the running server what it is.
 """
 
 from __future__ import annotations
@@ -15,10 +18,12 @@ from typing import Any
 
 import httpx
 
-from tp2qual.candidate import Candidate
-from tp2qual.evidence.layout import sha256_unchanged
+from tp2qual.candidate import Candidate, cache_dir
 from tp2qual.exceptions import PinMismatch
 from tp2qual.gpu import host_info
+from tp2qual.serving.hub_snapshot import DigestCache, SnapshotMismatch, check_snapshot
+
+DIGESTS = "digests.json"  # under the tp2qual cache: sha256 by (device, inode, size, mtime)
 
 
 def model_identity(candidate: Candidate) -> dict[str, Any]:
@@ -31,29 +36,35 @@ def model_identity(candidate: Candidate) -> dict[str, Any]:
         "served_name": candidate.served_name,
         "quantization": model.get("quantization"),
     }
+    digests = DigestCache.load(cache_dir() / DIGESTS)
     path = candidate.model_file()
-    if path is not None:
+    if path is None:
+        facts |= hf_snapshot(candidate, digests)
+    else:
         if not path.is_file():
             raise PinMismatch(f"model.file: {path} does not exist", candidate=candidate.name)
-        digest = sha256_unchanged(path)
+        digest, cached = digests.sha256(path)
         kind = pinned.partition(":")[0] if ":" in pinned else "sha256"  # gguf-sha256 or sha256
         facts.update(
             file=str(path),
             file_sha256=digest,
             file_bytes=path.stat().st_size,
             resolved_revision=f"{kind}:{digest}",
+            content_addresses={path.name: f"sha256:{digest}"},
         )
         if ":" in pinned and pinned != facts["resolved_revision"]:
             raise PinMismatch(
-                f"model.revision pins {pinned} but {path} has sha256 {digest}",
+                f"model.revision pins {pinned} but {path} has sha256 {digest}"
+                + (" (digest from the cache)" if cached else ""),
                 candidate=candidate.name,
             )
-        return facts
-    return facts | hf_snapshot(candidate)
+    digests.save()
+    return facts | {"digests_cached": digests.hits, "digests_hashed": digests.hashed}
 
 
-def hf_snapshot(candidate: Candidate) -> dict[str, Any]:
-    """The Hugging Face cache snapshot the engine will load, when the cache is local."""
+def hf_snapshot(candidate: Candidate, digests: DigestCache) -> dict[str, Any]:
+    """The Hugging Face cache snapshot the engine will load, when the cache is local, proven
+    file by file against the content addresses of its blobs."""
     cache = candidate.model.get("hf_cache") or os.environ.get("HF_HUB_CACHE", "")
     if not cache:
         raise PinMismatch(
@@ -68,15 +79,13 @@ def hf_snapshot(candidate: Candidate) -> dict[str, Any]:
             f"model.revision {candidate.model['revision']} is not in the cache at {repo_dir}",
             candidate=candidate.name,
         )
-    index = next(iter(sorted(snapshot.glob("*.safetensors.index.json"))), None)
-    weights = sorted(snapshot.glob("*.safetensors"))
-    return {
-        "resolved_revision": snapshot.name,
-        "snapshot": str(snapshot),
-        "index_sha256": sha256_unchanged(index.resolve()) if index else None,
-        "weight_files": len(weights),
-        "weight_bytes": sum(w.resolve().stat().st_size for w in weights),
-    }
+    try:
+        checked = check_snapshot(snapshot, digests)
+    except SnapshotMismatch as exc:
+        raise PinMismatch(
+            f"model.revision {candidate.model['revision']}: {exc}", candidate=candidate.name
+        ) from None
+    return {"resolved_revision": snapshot.name, "snapshot": str(snapshot), **checked}
 
 
 def engine_identity(

@@ -1,15 +1,26 @@
-"""A stand-alone NCCL probe: N ranks, one ``torch.distributed`` all-reduce, nothing else.
+"""A stand-alone collective probe: N ranks, ``torch.distributed`` all-reduces, nothing else.
 
-``python -m tp2qual.nccl_probe --nprocs 2 --timeout 120`` answers "does NCCL initialise on
-this host with these settings?" before any engine loads a model. Each rank is its own process
-(started here, no torchrun) on CUDA device ``rank % device_count``, so a one-GPU host runs one
-rank, and two ranks on one GPU give NCCL's real "Duplicate GPU detected" failure. The ranks
-inherit the environment (NCCL_DEBUG=INFO, NCCL_P2P_DISABLE, ...); their output is echoed with a
-``[rankR]`` prefix, and optionally kept raw per rank (``--log-dir``) for the log analysis.
+``python -m tp2qual.nccl_probe --nprocs 2 --timeout 120`` answers "do the ranks' collectives
+work on this host with these settings?" before any engine loads a model, with the engine's own
+backend: ``nccl`` on GPUs, ``gloo`` on the CPU (``--backend``). Each rank is its own process
+(started here, no torchrun); under NCCL on CUDA device ``rank % device_count``, so a one-GPU host
+runs one rank, and two ranks on one GPU give NCCL's real "Duplicate GPU detected" failure.
 
-The last stdout line is one JSON object (per-rank results, wall times, timed_out). Exit status:
-0 all ranks summed right, 1 a rank failed, 124 the timeout hit and every rank was killed.
-torch is imported only inside a rank, so this module imports (and its launcher runs) without it.
+Each rank all-reduces buffers of several sizes (``--sizes``, default 4 KiB, 1 MiB, 32 MiB: small
+ones take NCCL's LL protocol, large ones Simple) in each dtype (``--dtypes``, bf16 and fp32).
+Rank r fills its buffer with r+1, so every element of the sum is exactly N(N+1)/2 (a small
+integer, exact in bf16 up to 256, i.e. N <= 22) and every element is checked. Timing follows
+nccl-tests: ``--warmup`` untimed, then ``--iters`` timed; seconds per all-reduce; algbw =
+bytes / seconds; busbw = algbw * 2(N-1)/N (GB/s = 1e9 bytes/s); the report takes the mean over
+ranks of each rank's time, as nccl-tests' default ``-a 1``.
+
+The ranks inherit the environment (NCCL_DEBUG=INFO, NCCL_P2P_DISABLE, ...); their output is
+echoed with a ``[rankR]`` prefix, and optionally kept raw per rank (``--log-dir``). Each rank
+prints time-stamped progress lines (``tp2qual-probe rank R/N: ...``) so a stall can be read from
+the log. The last stdout line is ``TP2QUAL_PROBE_REPORT {json}`` (per-rank results, per-case
+figures, wall time, timed_out), read by ``tp2qual.checks.probe_result``. Exit status: 0 every
+rank summed right, 1 a rank failed, 124 the timeout hit and every rank was killed. torch is
+imported only inside a rank, so this module imports (and its launcher runs) without it.
 """
 
 from __future__ import annotations
@@ -18,6 +29,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -29,7 +41,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-RESULT_TAG = "TP2QUAL_PROBE_RESULT "
+RESULT_TAG = "TP2QUAL_PROBE_RESULT "  # one rank's own result line
+REPORT_TAG = "TP2QUAL_PROBE_REPORT "  # the launcher's final line: every rank, every case
+PROGRESS = "tp2qual-probe"  # the prefix of a rank's time-stamped progress lines
+BACKENDS = ("nccl", "gloo")
+DTYPES = ("bf16", "fp32", "fp16")
+DEFAULT_SIZES = "4K,1M,32M"
+DEFAULT_DTYPES = "bf16,fp32"
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+# The rank's own torch.distributed timeout, as a share of the probe's: a missing peer or a
+# stalled collective then ends in torch's own error (which names it) before the launcher kills.
+TORCH_TIMEOUT_SHARE = 0.75
 EXIT_OK, EXIT_FAILED, EXIT_TIMEOUT = 0, 1, 124
 KILL_GRACE_S = 5.0
 FAIL_GRACE_S = 15.0
@@ -37,6 +59,33 @@ POLL_S = 0.05
 ENV_PREFIXES = ("NCCL_", "PYTORCH_CUDA_ALLOC_CONF", "CUDA_VISIBLE_DEVICES", "TORCH_")
 
 WorkerArgv = Callable[[int, int, int], list[str]]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What every rank runs: the backend, the buffer sizes in bytes, the dtypes, the timing."""
+
+    backend: str = "nccl"
+    sizes: tuple[int, ...] = (4 << 10, 1 << 20, 32 << 20)
+    dtypes: tuple[str, ...] = ("bf16", "fp32")
+    warmup: int = 5
+    iters: int = 20
+    torch_timeout_s: float = 90.0
+    stall_rank: int | None = None  # fault injection for self-tests: this rank sleeps ...
+    stall_s: float = 0.0  # ... this long before its first collective
+
+    def argv(self) -> list[str]:
+        """The worker flags that carry this plan to each rank."""
+        out = [
+            "--backend", self.backend,
+            "--sizes", ",".join(str(n) for n in self.sizes),
+            "--dtypes", ",".join(self.dtypes),
+            "--warmup", str(self.warmup), "--iters", str(self.iters),
+            "--torch-timeout", f"{self.torch_timeout_s:g}",
+        ]  # fmt: skip
+        if self.stall_rank is not None:
+            out += ["--stall-rank", str(self.stall_rank), "--stall-s", f"{self.stall_s:g}"]
+        return out
 
 
 @dataclass
@@ -58,6 +107,8 @@ class ProbeReport:
     ok: bool = False
     timed_out: bool = False
     wall_s: float = 0.0
+    backend: str = "nccl"
+    cases: list[dict[str, Any]] = field(default_factory=list)
     ranks: list[dict[str, Any]] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
 
@@ -75,10 +126,80 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--timeout", type=_positive_float, default=120.0, help="seconds before all are killed"
     )
     parser.add_argument("--log-dir", type=Path, help="also write each rank's raw output here")
+    parser.add_argument(
+        "--backend", choices=BACKENDS, default="nccl", help="the engine's backend (default nccl)"
+    )
+    parser.add_argument(
+        "--sizes", type=_sizes, default=_sizes(DEFAULT_SIZES),
+        help=f"buffer sizes in bytes, K/M/G suffixes (default {DEFAULT_SIZES})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--dtypes", type=_dtypes, default=_dtypes(DEFAULT_DTYPES),
+        help=f"dtypes of {', '.join(DTYPES)} (default {DEFAULT_DTYPES})",
+    )  # fmt: skip
+    parser.add_argument("--warmup", type=_count, default=5, help="untimed all-reduces (default 5)")
+    parser.add_argument("--iters", type=_positive_int, default=20, help="timed (default 20)")
+    parser.add_argument(
+        "--torch-timeout", type=_positive_float, default=None,
+        help=f"torch.distributed's own timeout (default {TORCH_TIMEOUT_SHARE:g} x --timeout)",
+    )  # fmt: skip
+    # Fault injection for the self-tests' captures: start only some ranks, stall one.
+    parser.add_argument("--start-ranks", type=_ranks, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--stall-rank", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--stall-s", type=float, default=0.0, help=argparse.SUPPRESS)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--rank", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     return parser.parse_args(argv)
+
+
+def plan_of(args: argparse.Namespace) -> Plan:
+    torch_timeout = args.torch_timeout or max(1.0, args.timeout * TORCH_TIMEOUT_SHARE)
+    return Plan(
+        backend=args.backend,
+        sizes=tuple(args.sizes),
+        dtypes=tuple(args.dtypes),
+        warmup=args.warmup,
+        iters=args.iters,
+        torch_timeout_s=torch_timeout,
+        stall_rank=args.stall_rank,
+        stall_s=args.stall_s,
+    )
+
+
+def _sizes(text: str) -> list[int]:
+    out = []
+    for part in text.split(","):
+        m = re.fullmatch(r"\s*(\d+)\s*([KMG]?)(?:i?B)?\s*", part, re.I)
+        if not m or int(m[1]) == 0:
+            raise argparse.ArgumentTypeError(f"{part!r} is not a size such as 4096, 4K, 32M")
+        size = int(m[1]) * _UNITS[m[2].upper()]
+        if size % 4:  # whole elements of every dtype, so the bytes reported are the bytes moved
+            raise argparse.ArgumentTypeError(f"{part!r}: a size must be a multiple of 4 bytes")
+        out.append(size)
+    return out
+
+
+def _dtypes(text: str) -> list[str]:
+    out = [part.strip() for part in text.split(",")]
+    bad = [d for d in out if d not in DTYPES]
+    if bad:
+        raise argparse.ArgumentTypeError(f"unknown dtype(s) {bad}; known: {', '.join(DTYPES)}")
+    return out
+
+
+def _ranks(text: str) -> list[int]:
+    try:
+        return sorted({int(part) for part in text.split(",")})
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a list of ranks such as 0,1") from None
+
+
+def _count(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be at least 0")
+    return value
 
 
 def _positive_int(text: str) -> int:
@@ -102,11 +223,12 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def default_worker_argv(rank: int, world: int, port: int) -> list[str]:
+def default_worker_argv(rank: int, world: int, port: int, plan: Plan | None = None) -> list[str]:
     # By file path, not ``-m``: inside a candidate's image this file is mounted alone.
     return [
         sys.executable, str(Path(__file__).resolve()), "--worker",
         "--rank", str(rank), "--nprocs", str(world), "--port", str(port),
+        *(plan or Plan()).argv(),
     ]  # fmt: skip
 
 
@@ -123,17 +245,26 @@ def launch(
     out: TextIO | None = None,
     worker_argv: WorkerArgv | None = None,
     fail_grace_s: float = FAIL_GRACE_S,
+    plan: Plan | None = None,
+    start_ranks: Sequence[int] | None = None,
 ) -> ProbeReport:
-    """Start the ranks, echo their output, and kill every process group at the deadline."""
+    """Start the ranks, echo their output, and kill every process group at the deadline.
+
+    ``start_ranks`` (fault injection) starts only those ranks of ``nprocs``: the others never
+    join, as a rank that died before its rendezvous."""
     out = out or sys.stdout
-    worker_argv = worker_argv or default_worker_argv
+    plan = plan or Plan()
+    worker_argv = worker_argv or (lambda r, w, port: default_worker_argv(r, w, port, plan))
     lock = threading.Lock()
     port = free_port()
     started = time.monotonic()
     if log_dir:
         log_dir.mkdir(parents=True, exist_ok=True)
     procs, readers, outcomes = [], [], []
-    for rank in range(nprocs):
+    absent = [
+        RankOutcome(r) for r in range(nprocs) if start_ranks is not None and r not in start_ranks
+    ]
+    for rank in (r for r in range(nprocs) if start_ranks is None or r in start_ranks):
         outcome = RankOutcome(rank)
         proc = subprocess.Popen(
             worker_argv(rank, nprocs, port),
@@ -156,7 +287,10 @@ def launch(
     for proc, reader, outcome in zip(procs, readers, outcomes, strict=True):
         reader.join(KILL_GRACE_S)
         outcome.returncode = proc.returncode
-    return _report(nprocs, timeout_s, outcomes, timed_out, time.monotonic() - started)
+    every = sorted([*outcomes, *absent], key=lambda o: o.rank)
+    for o in every:  # time-stamped, so a stall reads from the log: how long the others waited
+        _say(o.rank, nprocs, _ending(o, timed_out), out=out)
+    return _report(nprocs, timeout_s, every, timed_out, time.monotonic() - started, plan)
 
 
 def _pump(
@@ -228,7 +362,12 @@ def _killpg(pid: int, sig: int) -> None:
 
 
 def _report(
-    nprocs: int, timeout_s: float, outcomes: list[RankOutcome], timed_out: bool, wall_s: float
+    nprocs: int,
+    timeout_s: float,
+    outcomes: list[RankOutcome],
+    timed_out: bool,
+    wall_s: float,
+    plan: Plan,
 ) -> ProbeReport:
     ranks = [_rank_entry(o) for o in outcomes]
     ok = not timed_out and all(r["ok"] for r in ranks)
@@ -238,6 +377,8 @@ def _report(
         ok=ok,
         timed_out=timed_out,
         wall_s=round(wall_s, 3),
+        backend=plan.backend,
+        cases=cases_over_ranks(nprocs, [r.get("cases") or [] for r in ranks]),
         ranks=ranks,
         env=relevant_env(dict(os.environ)),
     )
@@ -254,17 +395,53 @@ def _rank_entry(o: RankOutcome) -> dict[str, Any]:
     }
     entry.update({k: v for k, v in result.items() if k not in entry})
     if not o.result:
-        entry["error"] = "rank reported no result"
+        entry["error"] = (
+            "rank reported no result"
+            if o.lines or o.returncode is not None
+            else ("rank not started")
+        )
     return entry
 
 
-def worker(rank: int, world: int, port: int) -> int:
-    """One rank: init NCCL over a loopback rendezvous, all-reduce ones, expect ``world``."""
+def cases_over_ranks(nprocs: int, per_rank: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """One entry per (dtype, bytes): ok only when every rank ran it and summed right; seconds is
+    the mean of the ranks' times (nccl-tests' default), algbw and busbw from it in GB/s."""
+    keyed: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for cases in per_rank:
+        for case in cases:
+            keyed.setdefault((case["dtype"], case["bytes"]), []).append(case)
+    out = []
+    for (dtype, size), seen in keyed.items():
+        ok = len(seen) == nprocs and all(c.get("ok") for c in seen)
+        times = [c["seconds"] for c in seen if c.get("seconds")]
+        entry: dict[str, Any] = {"dtype": dtype, "bytes": size, "ok": ok, "ranks": len(seen)}
+        if ok and len(times) == nprocs:
+            entry.update(bandwidth(size, sum(times) / len(times), nprocs))
+        errors = sorted({c["error"] for c in seen if c.get("error")})
+        if errors:
+            entry["error"] = "; ".join(errors)
+        out.append(entry)
+    return out
+
+
+def bandwidth(size: int, seconds: float, nprocs: int) -> dict[str, float]:
+    """nccl-tests' figures for an all-reduce of ``size`` bytes taking ``seconds``."""
+    algbw = size / seconds / 1e9
+    return {
+        "seconds": seconds,
+        "algbw_gbps": round(algbw, 4),
+        "busbw_gbps": round(algbw * 2 * (nprocs - 1) / nprocs, 4),
+    }
+
+
+def worker(rank: int, world: int, port: int, plan: Plan) -> int:
+    """One rank: init the backend over a loopback rendezvous, all-reduce every case, check every
+    element against the exact sum."""
     started = time.monotonic()
-    result: dict[str, Any] = {"rank": rank, "ok": False}
+    result: dict[str, Any] = {"rank": rank, "ok": False, "backend": plan.backend, "cases": []}
     try:
-        result.update(_all_reduce(rank, world, port))
-        result["ok"] = result["sum"] == float(world)
+        result.update(_all_reduce(rank, world, port, plan, result["cases"]))
+        result["ok"] = bool(result["cases"]) and all(c["ok"] for c in result["cases"])
     except BaseException as exc:
         import traceback
 
@@ -275,34 +452,138 @@ def worker(rank: int, world: int, port: int) -> int:
     return EXIT_OK if result["ok"] else EXIT_FAILED
 
 
-def _all_reduce(rank: int, world: int, port: int) -> dict[str, Any]:
+def _say(rank: int, world: int, text: str, out: TextIO | None = None) -> None:
+    """A time-stamped progress line; the diagnosis reads stalls from these stamps."""
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
+    print(f"[{stamp}] {PROGRESS} rank {rank}/{world}: {text}", file=out or sys.stdout, flush=True)
+
+
+def _ending(o: RankOutcome, timed_out: bool) -> str:
+    if o.returncode is None:
+        return "never started (not launched)"
+    if o.returncode < 0:
+        return f"killed by signal {-o.returncode}" + (
+            " at the probe's timeout" if timed_out else ""
+        )
+    return f"exited with status {o.returncode}"
+
+
+def _all_reduce(
+    rank: int, world: int, port: int, plan: Plan, cases: list[dict[str, Any]]
+) -> dict[str, Any]:
+    import datetime
+
     import torch
     import torch.distributed as dist
 
-    if not torch.cuda.is_available():
-        raise RuntimeError("CUDA is not available to torch")
-    device = rank % torch.cuda.device_count()
-    torch.cuda.set_device(device)
+    facts: dict[str, Any] = {"torch": torch.__version__}
+    if plan.backend == "nccl":
+        if not torch.cuda.is_available():
+            raise RuntimeError("CUDA is not available to torch")
+        device = f"cuda:{rank % torch.cuda.device_count()}"
+        torch.cuda.set_device(device)
+        facts["nccl"] = ".".join(str(p) for p in torch.cuda.nccl.version())
+    else:
+        device = "cpu"
+    facts["device"] = device
+    _say(rank, world, f"init_process_group backend={plan.backend} device={device} START")
+    # device_id makes NCCL build its communicator here (eagerly) rather than inside the first
+    # collective, so an init failure and a collective failure read apart in the log.
+    eager = {"device_id": torch.device(device)} if plan.backend == "nccl" else {}
     dist.init_process_group(
-        "nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world
+        plan.backend,
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=world,
+        timeout=datetime.timedelta(seconds=plan.torch_timeout_s),
+        **eager,
     )
-    t = torch.ones(1, device=f"cuda:{device}")
-    dist.all_reduce(t)  # NCCL builds its communicator here, so init failures surface here
-    torch.cuda.synchronize()
-    total = float(t.item())
+    _say(rank, world, f"init_process_group backend={plan.backend} COMPLETE")
+    if plan.stall_rank == rank:
+        _say(rank, world, f"stalling {plan.stall_s:g} s before the first collective (injected)")
+        time.sleep(plan.stall_s)
+    sync = torch.cuda.synchronize if plan.backend == "nccl" else (lambda: None)
+    for dtype in plan.dtypes:
+        for size in plan.sizes:
+            case = _one_case(rank, world, plan, dtype, size, device, sync)
+            cases.append(case)
     dist.destroy_process_group()  # not after a failure: destroying a broken comm can hang
-    nccl = ".".join(str(p) for p in torch.cuda.nccl.version())
-    return {"device": device, "sum": total, "torch": torch.__version__, "nccl": nccl}
+    return facts
+
+
+_TORCH_DTYPES = {"bf16": "bfloat16", "fp32": "float32", "fp16": "float16"}
+
+
+def _one_case(
+    rank: int, world: int, plan: Plan, dtype: str, size: int, device: str, sync: Callable[[], Any]
+) -> dict[str, Any]:
+    """Check one all-reduce's every element against the exact sum, then time the same buffer
+    (in place: the values grow, the timing does not care; nccl-tests does not check timed runs
+    either)."""
+    import torch
+    import torch.distributed as dist
+
+    torch_dtype = getattr(torch, _TORCH_DTYPES[dtype])
+    count = size // torch.tensor([], dtype=torch_dtype).element_size()
+    expected = world * (world + 1) // 2
+    label = f"all_reduce {dtype} {size} B"
+    _say(rank, world, f"{label} START")
+    t = torch.full((count,), float(rank + 1), dtype=torch_dtype, device=device)
+    dist.all_reduce(t)
+    sync()
+    wrong = int((t != expected).sum().item())
+    case: dict[str, Any] = {"dtype": dtype, "bytes": size, "count": count, "expected": expected}
+    case.update(ok=wrong == 0, wrong_elements=wrong)
+    if wrong:
+        case["error"] = f"{wrong} of {count} elements differ from {expected}"
+    if float(torch.tensor(expected, dtype=torch_dtype).item()) != expected:  # a suite limit
+        case.update(ok=False, error=f"{world} ranks: the sum {expected} is not exact in {dtype}")
+    for _ in range(plan.warmup):
+        dist.all_reduce(t)
+    sync()
+    began = time.perf_counter()
+    for _ in range(plan.iters):
+        dist.all_reduce(t)
+    sync()
+    case["seconds"] = (time.perf_counter() - began) / plan.iters
+    case["iters"] = plan.iters
+    figures = bandwidth(size, case["seconds"], world)
+    _say(rank, world, f"{label} COMPLETE ok={case['ok']} {figures['seconds'] * 1e6:.1f} us"
+         f" busbw {figures['busbw_gbps']:.3f} GB/s")  # fmt: skip
+    return case
+
+
+def table(report: ProbeReport) -> list[str]:
+    """The human lines: one per case, as nccl-tests prints them."""
+    lines = [f"{'dtype':>6} {'bytes':>10} {'time(us)':>10} {'algbw':>8} {'busbw':>8}  ok"]
+    for c in report.cases:
+        if "seconds" in c:
+            lines.append(
+                f"{c['dtype']:>6} {c['bytes']:>10} {c['seconds'] * 1e6:>10.1f}"
+                f" {c['algbw_gbps']:>8.3f} {c['busbw_gbps']:>8.3f}  {c['ok']}"
+            )
+        else:
+            lines.append(f"{c['dtype']:>6} {c['bytes']:>10} {'-':>10} {'-':>8} {'-':>8}  {c['ok']}")
+    return lines
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    plan = plan_of(args)
     if args.worker:
-        return worker(args.rank, args.nprocs, args.port)
-    report = launch(args.nprocs, args.timeout, log_dir=args.log_dir)
+        return worker(args.rank, args.nprocs, args.port, plan)
+    report = launch(
+        args.nprocs, args.timeout, log_dir=args.log_dir, plan=plan, start_ranks=args.start_ranks
+    )
+    print(f"nccl_probe: backend {plan.backend}, {args.nprocs} rank(s), GB/s as nccl-tests:")
+    for line in table(report):
+        print(f"nccl_probe: {line}")
+    for rank in report.ranks:
+        if rank.get("error"):
+            print(f"nccl_probe: rank {rank['rank']}: {rank['error']}")
     if report.timed_out:
         print(f"nccl_probe: timed out after {args.timeout:g} s; killed all ranks", flush=True)
-    print(json.dumps(asdict(report), sort_keys=True), flush=True)
+    print(REPORT_TAG + json.dumps(asdict(report), sort_keys=True), flush=True)
     return report.exit_code
 
 

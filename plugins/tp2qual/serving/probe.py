@@ -1,13 +1,14 @@
-"""Run the stand-alone NCCL probe where the candidate's engine runs: the local environment for
-a process candidate, the candidate's own image (same GPUs, IPC and NCCL environment) for a
-Docker candidate. The probe file is stdlib-only, so it is mounted into the image as it is."""
+"""Run the stand-alone collective probe where the candidate's engine runs, with the engine's
+backend: the engine's own Python for a process candidate, the candidate's own image (same GPUs,
+IPC and NCCL environment) for a Docker candidate; ``nccl`` on GPUs, ``gloo`` for a CPU
+candidate (``[gpus] count = 0``: vLLM's CPU engine runs its TP ranks over gloo). The probe file
+is stdlib-only, so it is mounted into the image as it is."""
 
 from __future__ import annotations
 
 import os
 import shlex
 import subprocess
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,18 +33,26 @@ class ProbeRun:
         return self.returncode in (124, 137)
 
 
+def backend_of(candidate: Candidate) -> str:
+    """The engine's collective backend: gloo when the candidate has no GPU, else NCCL."""
+    return "gloo" if int(candidate.gpus.get("count", 0)) == 0 else "nccl"
+
+
 def probe_argv(
     candidate: Candidate, timeout_s: float, *, run_id: str = "probe", device_ids: Sequence[str] = ()
 ) -> list[str]:
     """The probe's command: the suite's Python for a process candidate; for a Docker candidate
     ``docker run`` with the server's own run arguments (``docker_run.probe_kwargs``)."""
-    args = ["--nprocs", str(candidate.tp), "--timeout", str(int(timeout_s))]
+    backend = backend_of(candidate)
+    args = ["--nprocs", str(candidate.tp), "--timeout", str(int(timeout_s)), "--backend", backend]
     if own := candidate.gate("nccl").get("probe_command"):  # the operator's own probe
         values = {"python": str(candidate.python()), "probe": str(PROBE_FILE),
-                  "nprocs": str(candidate.tp), "timeout": str(int(timeout_s))}  # fmt: skip
+                  "nprocs": str(candidate.tp), "timeout": str(int(timeout_s)),
+                  "backend": backend}  # fmt: skip
         return [fill(part, values) for part in own]
     if candidate.launcher_kind != "docker":
-        return [sys.executable, str(PROBE_FILE), *args]
+        # The engine's Python: its torch is the one whose backend is being vouched for.
+        return [str(candidate.python()), str(PROBE_FILE), *args]
     from tp2qual.serving.launchers.docker.run_args import (
         SESSION,
         is_wsl2,

@@ -50,6 +50,7 @@ from tp2qual.checks.diagnosis.model import (
     settings_of,
     wsl2_of,
 )
+from tp2qual.checks.diagnosis.ranks import rule_first_collective_hang, rule_missing_rank
 from tp2qual.checks.diagnosis.transport import (
     rule_device_visibility,
     rule_nvls,
@@ -84,9 +85,17 @@ RULES: tuple[Rule, ...] = (
     rule_device_visibility,
     rule_port_in_use,
     rule_offline_missing,
+    rule_missing_rank,
+    rule_first_collective_hang,
     rule_init_pending,
     rule_collective_hang,
 )
+
+# A rule that names the fault more precisely replaces the vaguer ones the same lines trigger.
+SUPERSEDES: dict[str, frozenset[str]] = {
+    "missing_rank": frozenset({"init_hang", "init_incomplete"}),
+    "first_collective_hang": frozenset({"collective_hang"}),
+}
 
 
 # --- entry ----------------------------------------------------------------------------------
@@ -128,7 +137,7 @@ def diagnose(
     own ``docker run`` line says otherwise); ``host``: the host identity (``wsl2`` or a kernel /
     platform string), the only source besides the log's own statement for WSL2."""
     ctx = context(text, tp=tp, env=env, container=container, host=host)
-    named = [f for rule in RULES for f in rule(ctx)]
+    named = _most_precise([f for rule in RULES for f in rule(ctx)])
     failures = [f for f in named if f.severity == FAILURE]
     if failures:  # an error explains why init never completed: not a cut-off log
         named = [f for f in named if f.severity != INCOMPLETE]
@@ -150,6 +159,11 @@ _EMPTY = Finding(
     "medium",
     INCOMPLETE,
 )
+
+
+def _most_precise(named: list[Finding]) -> list[Finding]:
+    dropped = set().union(*(SUPERSEDES.get(f.rule, frozenset()) for f in named))
+    return [f for f in named if f.rule not in dropped]
 
 
 def _explained_by_pattern(ctx: Context, failures: list[Finding]) -> set[int]:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tp2qual.candidate import Candidate
+from tp2qual.engine_env import candidate_env_problems
 from tp2qual.evidence.layout import atomic_write
 from tp2qual.exceptions import CandidateError, PinMismatch, StartupExited
 from tp2qual.redact import Redactor
@@ -31,6 +32,7 @@ from tp2qual.serving.launchers.base import (
     wait_port_free,
 )
 from tp2qual.serving.launchers.docker.engine import open_client
+from tp2qual.serving.launchers.docker.image_ref import image_reference, is_by_digest, split_image
 from tp2qual.serving.launchers.docker.pins import Pin, image_matches, resolve_pin
 from tp2qual.serving.launchers.docker.run_args import (
     INSPECT_FILE,
@@ -114,6 +116,8 @@ class DockerLauncher(LauncherBase):
         from docker.errors import APIError
 
         kwargs = self.run_kwargs()  # a bad mount or placeholder fails here, before Docker
+        if unknown := candidate_env_problems(self.candidate):  # set, but the engine ignores it
+            raise CandidateError("; ".join(unknown), candidate=self.candidate.name)
         client = self._docker()
         self._image = self._verified_image(client)
         self.refuse_busy_port()
@@ -156,34 +160,82 @@ class DockerLauncher(LauncherBase):
         return self._client
 
     def _verified_image(self, client: Any) -> dict[str, Any]:
-        """The local image, proven to be the pinned one; PinMismatch names what was found."""
+        """The local image, proven to be the pinned one; PinMismatch names the candidate file,
+        the reference asked for, what was found and what to do."""
         from docker.errors import ImageNotFound
 
-        name = self.candidate.launch["docker"]["image"]
         self._pin = pin = resolve_pin(self.candidate)
         if pin.value is None:
             raise PinMismatch(
-                f"image {name}: pin {pin.raw} is unresolved ({pin.source})",
+                f"{self._where()}: pin {pin.raw} is unresolved ({pin.source})",
                 candidate=self.candidate.name,
             )
+        ref = image_reference(self.candidate.launch["docker"]["image"], pin.value)
         if self.pull:
-            client.images.pull(name)
+            self._pull(client, ref)
         try:
-            attrs = client.images.get(name).attrs
+            attrs = client.images.get(ref).attrs
         except ImageNotFound:
-            raise PinMismatch(
-                f"image {name} is not present locally (pinned {pin.value}); nothing is pulled "
-                "unless asked (--pull); " + self.candidate.launch["docker"].get("how_to_pin", ""),
-                candidate=self.candidate.name,
-            ) from None
+            attrs = self._by_image_id(client, ref, pin.value)
         if not image_matches(attrs, pin.value):
             raise PinMismatch(
-                f"image {name} is pinned to {pin.value} (from {pin.source}) but the local image "
-                f"is {attrs['Id']} with RepoDigests {attrs.get('RepoDigests') or []}",
+                f"{self._where()}: image {ref} is pinned to {pin.value} (from {pin.source}) but "
+                f"the local image is {attrs['Id']} with RepoDigests "
+                f"{attrs.get('RepoDigests') or []}; {self._what_to_do(ref)}",
                 candidate=self.candidate.name,
             )
         self._check_model_label(attrs)
         return attrs
+
+    def _where(self) -> str:
+        return f"candidate {self.candidate.path}"
+
+    def _what_to_do(self, ref: str) -> str:
+        how = self.candidate.launch["docker"].get("how_to_pin", "")
+        if is_by_digest(ref):
+            act = f"run `docker pull {ref}` (or pass --pull)"
+        else:
+            act = f"build or pull {ref} so it is the pinned image"
+        return (
+            f"{act}, or if another image is meant, set launch.docker.pin in "
+            f"{self.candidate.path}" + (f" ({how})" if how else "")
+        )
+
+    def _by_image_id(self, client: Any, ref: str, pin: str) -> dict[str, Any]:
+        """A pin that is an image id under an untagged name is found by the id; else the image
+        is missing and the message lists what the repository holds here."""
+        from docker.errors import ImageNotFound
+
+        if is_by_digest(ref):
+            try:
+                attrs: dict[str, Any] = client.images.get(pin).attrs
+                if attrs.get("Id") == pin:
+                    return attrs
+            except ImageNotFound:
+                pass
+        repo = split_image(ref).repo
+        held = sorted(
+            {f"{i.id} {i.attrs.get('RepoDigests') or i.tags}" for i in client.images.list(repo)}
+        )
+        raise PinMismatch(
+            f"{self._where()}: image {ref} is not present locally (pinned {pin}); "
+            + (f"{repo} here: {'; '.join(held)}; " if held else "")
+            + f"nothing is pulled unless asked (--pull): {self._what_to_do(ref)}",
+            candidate=self.candidate.name,
+        ) from None
+
+    def _pull(self, client: Any, ref: str) -> None:
+        """``--pull``: exactly the reference (``repo@digest``, ``repo:tag``), never ``:latest``."""
+        from docker.errors import APIError
+
+        try:
+            client.images.pull(ref)
+        except APIError as exc:  # NotFound (wrong digest), registry refused, no network
+            raise PinMismatch(
+                f"{self._where()}: docker pull {ref} failed: {exc.explanation or exc}; check the "
+                f"reference and registry access, or {self._what_to_do(ref)}",
+                candidate=self.candidate.name,
+            ) from None
 
     def _check_model_label(self, attrs: Mapping[str, Any]) -> None:
         """An image that says which GGUF it carries must carry the pinned one."""

@@ -17,6 +17,7 @@ from tp2qual.candidate import Candidate, fill
 from tp2qual.exceptions import CandidateError
 from tp2qual.gpu import host_info
 from tp2qual.redact import MASK, Redactor, is_secret_name
+from tp2qual.serving.launchers.docker.image_ref import image_reference
 
 RUN_LABEL = "tp2qual.run"
 CANDIDATE_LABEL = "tp2qual.candidate"
@@ -111,8 +112,9 @@ def run_kwargs(
         volumes[host] = {"bind": inside, "mode": "ro"}
     requests, _ = gpu_request(candidate.gpus.get("count", 0), wsl2=wsl2, device_ids=device_ids)
     kwargs: dict[str, Any] = {
-        "image": docker["image"],
-        "command": [fill(part, values) for part in candidate.launch["command"]],
+        # repo@digest for a digest pin without a tag: Docker reads a bare repo as :latest
+        "image": image_reference(docker["image"], docker["pin"]),
+        "command": [fill(part, values) for part in candidate.command],
         "name": container_name(candidate.name, run_id),
         "detach": True,
         "init": True,  # tini as PID 1: signals reach the engine, zombies are reaped

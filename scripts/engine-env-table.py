@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""Write plugins/tp2qual/engine_env.json: the engine environment variables each pinned engine
+version knows, read from the engine's own wheel (no install, no import).
+
+    pip download --no-deps vllm==0.25.1 sglang==0.5.23 -d /tmp/wheels
+    scripts/engine-env-table.py /tmp/wheels/vllm-0.25.1-*.whl /tmp/wheels/sglang-0.5.23-*.whl
+
+vLLM: the keys of ``environment_variables`` in vllm/envs.py, the registry vLLM itself checks
+(an unknown ``VLLM_*`` is an "Unknown vLLM environment variable detected" warning there).
+SGLang has no single registry (sglang/srt/environ.py plus direct os.environ reads), so every
+``SGLANG_*`` name written anywhere in its Python sources counts as known: a name absent from
+all of them is certainly ignored. Tables for other versions are merged into the existing file.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import sys
+import zipfile
+from pathlib import Path
+
+OUT = Path(__file__).resolve().parents[1] / "plugins" / "tp2qual" / "engine_env.json"
+SGLANG_NAME = re.compile(r"\bSGLANG_[A-Z0-9_]*[A-Z0-9]\b")
+
+
+def _wheel_id(wheel: Path) -> tuple[str, str]:
+    name, version = wheel.name.split("-")[:2]
+    return name.lower(), version
+
+
+def _vllm_names(archive: zipfile.ZipFile) -> list[str]:
+    tree = ast.parse(archive.read("vllm/envs.py"))
+    for node in ast.walk(tree):
+        targets = [node.target] if isinstance(node, ast.AnnAssign) else getattr(node, "targets", [])
+        if any(getattr(t, "id", "") == "environment_variables" for t in targets) and isinstance(
+            node.value, ast.Dict
+        ):
+            return sorted(k.value for k in node.value.keys if isinstance(k, ast.Constant))
+    raise SystemExit("vllm/envs.py: no environment_variables dict")
+
+
+def _sglang_names(archive: zipfile.ZipFile) -> list[str]:
+    names: set[str] = set()
+    for member in archive.namelist():
+        if member.startswith("sglang/") and member.endswith(".py"):
+            names |= set(SGLANG_NAME.findall(archive.read(member).decode("utf-8", "replace")))
+    return sorted(names)
+
+
+def main(wheels: list[str]) -> int:
+    table = json.loads(OUT.read_text(encoding="utf-8")) if OUT.is_file() else {}
+    for wheel in map(Path, wheels):
+        engine, version = _wheel_id(wheel)
+        with zipfile.ZipFile(wheel) as archive:
+            names = _vllm_names(archive) if engine == "vllm" else _sglang_names(archive)
+        source = "vllm/envs.py environment_variables" if engine == "vllm" else "sglang/**/*.py"
+        table.setdefault(engine, {})[version] = {
+            "source": f"{wheel.name}: {source}",
+            "names": names,
+        }
+        print(f"{engine} {version}: {len(names)} names")
+    OUT.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
