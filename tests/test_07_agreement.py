@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -65,6 +66,7 @@ def test_agrees_with_reference(
     claim: Claimer,
     request: pytest.FixtureRequest,
 ) -> None:
+    began = time.monotonic()
     settings = candidate.gate("agreement")
     digest, prompts = _load(PROMPT_SET, "prompts")
     for prompt in prompts:
@@ -75,11 +77,11 @@ def test_agrees_with_reference(
     _score_arithmetic(api, candidate, record, settings)
     if candidate.reference is None:
         _summarise(record, settings, claim)
-        _not_judged(record, NOT_APPLICABLE, "no reference named ([reference] candidate)")
+        _not_judged(record, NOT_APPLICABLE, "no reference named ([reference] candidate)", began)
     reference = find_reference(request.config.stash[run_key], candidate.reference, digest)
     if isinstance(reference, str):
         _summarise(record, settings, claim)
-        _not_judged(record, NOT_RUN, f"not judged: {reference}")
+        _not_judged(record, NOT_RUN, f"not judged: {reference}", began)
     _copy_reference(record, reference)
     records = _records(record)
     own = [r for r in records if r["kind"] == OWN]
@@ -184,10 +186,11 @@ def _summarise(record: CandidateRecord, settings: dict[str, Any], claim: Claimer
         claim(name, TRANSCRIPT, op="field", path=name)
 
 
-def _not_judged(record: CandidateRecord, outcome: str, reason: str) -> NoReturn:
+def _not_judged(record: CandidateRecord, outcome: str, reason: str, began: float) -> NoReturn:
     """Say in the finding why agreement was not judged, then skip (pytest's skip alone would
-    leave the gate looking passed)."""
+    leave the gate looking passed, and its time uncounted)."""
     result = record.gates["agreement"]
     result.outcome, result.reason = outcome, reason
+    result.seconds += time.monotonic() - began
     record.save()
     pytest.skip(reason)
