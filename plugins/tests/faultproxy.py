@@ -21,6 +21,9 @@ forwarded — streams chunk by chunk — with exactly one fault injected:
     exit_startup          print a line, exit 3 before serving
     exit_midrun           serve through readiness and model_list, then die (code 7), killing
                           the engine, on the first chat request with max_tokens > 1
+    logprob_drift         the same tokens, but from the 9th answer token on every logprob (and
+                          top logprob) lower by 1.0: a numerics drift that starts mid-answer and
+                          keeps every argmax (vllm #52938's shape; only logprobs show it)
     slow_decode           correct answers, slowly: each streamed piece waits --delay-s first, and
                           a whole answer waits --delay-s per completion token (a slow serve)
     replay_exit           print a real failure log (--replay FILE, e.g. an NCCL CUDA 999 from the
@@ -56,6 +59,7 @@ FAULTS = (
     "over_bound_500",
     "exit_startup",
     "exit_midrun",
+    "logprob_drift",
     "slow_decode",
     "replay_exit",
     "replay_hang",
@@ -64,6 +68,7 @@ REPETITION_MIN_TOKENS = 64
 BAD_ARGUMENTS = '{"city": 42, "extra": true}'
 WRONG_ANSWER = "I am not sure; perhaps Berlin."
 STARTUP_EXIT_CODE, MIDRUN_EXIT_CODE = 3, 7
+DRIFT_FROM, DRIFT = 8, 1.0
 
 fault = "none"
 delay_s = 0.05
@@ -127,10 +132,19 @@ def rewrite(method: str, path: str, request: dict, status: int, body: bytes) -> 
         elif fault == "repetition" and not tools:
             if (request.get("max_tokens") or 0) >= REPETITION_MIN_TOKENS:
                 message["content"] = "+" * 600
+        elif fault == "logprob_drift":
+            drift(choice.get("logprobs") or {})
         elif fault == "bad_tool_args" and tools:
             for call in message.get("tool_calls") or []:
                 call["function"]["arguments"] = BAD_ARGUMENTS
     return status, json.dumps(data).encode()
+
+
+def drift(logprobs: dict) -> None:
+    for entry in (logprobs.get("content") or [])[DRIFT_FROM:]:
+        entry["logprob"] -= DRIFT
+        for top in entry.get("top_logprobs") or []:
+            top["logprob"] -= DRIFT
 
 
 class Handler(BaseHTTPRequestHandler):

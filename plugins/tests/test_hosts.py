@@ -71,6 +71,7 @@ def docker_copies(tmp_path: Path) -> None:
     for name in NAMES:
         spec = load_candidate(DOCKER).spec
         spec["name"], spec["description"] = name, f"self-test copy of {DOCKER.stem}"
+        spec.pop("reference", None)  # its reference is not among the copies
         gates = spec["gates"]
         gates["deterministic"].update(repeats=2, prompts=gates["deterministic"]["prompts"][:2])
         gates["repetition"].update(max_tokens=64, prompts=gates["repetition"]["prompts"][:1])

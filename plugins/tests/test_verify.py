@@ -248,6 +248,13 @@ def _capacity(record: CandidateRecord) -> None:
     record.save()
 
 
+def _agreement(record: CandidateRecord) -> None:
+    """No reference named: gate 07 is not applicable (and claims nothing here)."""
+    result = record.gates["agreement"]
+    result.outcome, result.reason = NOT_APPLICABLE, "no reference named ([reference] candidate)"
+    record.save()
+
+
 def stream(tag: str, ttft: float, rate: float, tokens: int = 128) -> dict:
     """A streamed exchange as ``Api.stream_chat`` writes it: one content chunk per token at
     ``ttft`` then every 1/rate s, and a last chunk carrying ``usage``."""
@@ -315,6 +322,7 @@ def write_run(
     _identity(record)
     _functional_gates(record, capital)
     _capacity(record)
+    _agreement(record)
     _throughput(record, ttft, rate)
     close_run(state, interrupted=False)
     return state.run_dir

@@ -32,6 +32,7 @@ GATES = (
     "repetition",
     "tool_calls",
     "capacity",
+    "agreement",
     "throughput",
 )
 
@@ -53,6 +54,20 @@ GATE_DEFAULTS: dict[str, dict[str, Any]] = {
         "max_tokens": 128,
     },
     "capacity": {"fill": 0.9, "over_by": 1.25, "stream_over_bound": False, "needle_max_tokens": 16},
+    # Tolerances that pass a real TP1/TP2 pair (vLLM CPU, SmolLM2-135M, 2026-12-01): 3/5 greedy
+    # outputs identical, 2 diverged at near-ties inside each other's top 5, largest |Δ logprob|
+    # over the common prefix 0.17; 0.5 leaves room for that pair's kind of change, not for a
+    # moved distribution. Exact agreement is not required: the closeness rule decides.
+    # Accuracy: the first accuracy_items of the shipped arithmetic set, a drop against the
+    # reference judged by the exact one-sided McNemar test at accuracy_alpha.
+    "agreement": {
+        "top_n": 5,
+        "max_abs_delta_logprob": 0.5,
+        "min_exact_share": 0.0,
+        "accuracy_items": 30,
+        "accuracy_max_tokens": 96,
+        "accuracy_alpha": 0.05,
+    },
     "throughput": {"samples": 5, "warmup": 1, "prompt_words": 96, "max_tokens": 128, "floors": {}},
     "nccl": {"probe_timeout_s": 120.0},
 }
@@ -137,6 +152,13 @@ class Candidate:
         merged = copy.deepcopy(GATE_DEFAULTS.get(name, {}))
         merged.update(copy.deepcopy(self.spec.get("gates", {}).get(name, {})))
         return merged
+
+    @property
+    def reference(self) -> str | None:
+        """The candidate whose agreement transcript this one is compared with:
+        ``[reference] candidate``, else a lane's baseline (``[lane] after``)."""
+        named = self.spec.get("reference", {}).get("candidate")
+        return named or self.spec.get("lane", {}).get("after")
 
     def time_budget(self, gate: str | None = None) -> TimeBudget:
         """The per-request time budget: the decode floor (``serve.min_decode_tok_s``, else the
@@ -381,6 +403,7 @@ def load_candidate(path: Path) -> Candidate:
 
 def load_candidates(folders: Iterable[Path]) -> list[Candidate]:
     """Every ``*.toml`` in the folders, validated; all problems reported together."""
+    folders = list(folders)
     found: list[Candidate] = []
     problems: list[str] = []
     for folder in folders:
@@ -393,6 +416,12 @@ def load_candidates(folders: Iterable[Path]) -> list[Candidate]:
             except CandidateError as exc:
                 problems.append(str(exc))
     names = [c.name for c in found]
+    problems += [
+        f"{c.path}: reference.candidate: {c.spec['reference']['candidate']!r} is not a candidate "
+        f"in {', '.join(str(f) for f in folders)}"
+        for c in found
+        if "reference" in c.spec and c.spec["reference"]["candidate"] not in names
+    ]
     problems += [
         f"candidate name {n!r} is defined twice"
         for n in sorted({n for n in names if names.count(n) > 1})

@@ -21,7 +21,15 @@ from pathlib import Path
 from typing import Any
 
 from tp2qual.candidate import GATES
-from tp2qual.evidence.finding import ERROR, FAILED, NOT_APPLICABLE, PASSED, Finding, read_finding
+from tp2qual.evidence.finding import (
+    ERROR,
+    FAILED,
+    NOT_APPLICABLE,
+    PASSED,
+    Finding,
+    Verdict,
+    read_finding,
+)
 from tp2qual.evidence.layout import FINDING
 
 EXTRA_PREFIXES = ("agreement", "accuracy")  # gates written beside this suite's own
@@ -68,6 +76,8 @@ def _number(value: Any) -> float | None:
 
 def decided_by(finding: Finding) -> tuple[str, str]:
     """The gate behind a verdict other than PASS, and its cause in one line."""
+    if finding.verdict == Verdict.PASS:
+        return "", ""  # none; a finding older than a gate has no entry for it (e.g. agreement)
     gate = finding.first(FAILED) or finding.first(ERROR)
     gate = gate or next(
         (g for g in GATES if finding.gates[g].outcome not in (PASSED, NOT_APPLICABLE)), None

@@ -100,7 +100,8 @@ def _context(item: pytest.Item) -> tuple[RunState, CandidateRecord, str] | None:
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Each candidate's gates together, in gate order, candidates in lane order.
+    """Each candidate's gates together, in gate order, candidates in lane order, each after its
+    reference (gate agreement compares with the reference's transcript of this run).
 
     pytest's own fixture reordering groups by the session parameter but can interleave modules
     once a gate is parametrized itself; an explicit stable sort makes the order a contract.
@@ -115,10 +116,25 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         rank = order.setdefault(candidate.name, len(order))
         return (rank, GATES.index(gate), position[id(item)])
 
-    for item in items:  # candidates ranked by first appearance (= lane order)
+    met: dict[str, Candidate] = {}
+    for item in items:  # candidates by first appearance (= lane order), each after its reference
         if (candidate := candidate_of(item)) is not None:
-            order.setdefault(candidate.name, len(order))
+            met.setdefault(candidate.name, candidate)
+    for name in met:
+        rank_after_reference(name, met, order)
     items.sort(key=key)
+
+
+def rank_after_reference(name: str, met: dict[str, Candidate], order: dict[str, int]) -> None:
+    """Rank ``name``'s reference first when it runs here too, so its transcript of this run can
+    be compared (gate ``agreement``); a loop of references keeps first-appearance order."""
+    if name in order:
+        return
+    order[name] = -1  # being ranked: a reference loop stops here
+    reference = met[name].reference
+    if reference in met and reference not in order:
+        rank_after_reference(reference, met, order)
+    order[name] = sum(rank >= 0 for rank in order.values())
 
 
 @pytest.hookimpl(tryfirst=True)

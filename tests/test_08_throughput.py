@@ -1,4 +1,4 @@
-"""Gate 07 — single-stream throughput.
+"""Gate 08 — single-stream throughput.
 
 Runs only after every functional gate passed (a corrupt server is not benchmarked). Pass means:
 after a discarded warm-up, at least five streamed samples, one request at a time, with a fixed
