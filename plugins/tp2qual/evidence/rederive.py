@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tp2qual.checks import agreement as agreement_check
 from tp2qual.checks.answers import (
     check_answer,
     check_budget,
@@ -472,6 +473,25 @@ def _summary(run: GateRun, samples: list[dict[str, Any]], out: Rederived) -> Non
             out.failures.append(f"{key} = {value} below floor {floor}")
 
 
+def agreement(run: GateRun) -> Rederived:
+    """The summary line of ``agreement_transcript.jsonl`` (where every claim is read from),
+    derived again from the transcript's own, reference and accuracy lines."""
+    records = run.records("agreement_transcript.jsonl")
+    body = [r for r in records if r.get("kind") != agreement_check.SUMMARY]
+    recorded: dict[str, Any] = next(
+        (r for r in reversed(records) if r.get("kind") == agreement_check.SUMMARY), {}
+    )
+    claims = agreement_check.rederive(body, run.settings)
+    out = Rederived(records=len(body))
+    where = "agreement_transcript.jsonl"
+    out.compare(where, f"{where} summary", recorded, **claims)
+    summary = {**recorded, **claims, "kind": agreement_check.SUMMARY}
+    out.rows["agreement_transcript.jsonl"] = [*body, summary]
+    if claims.get("agrees_with_reference") is False:
+        out.failures.append("the transcript does not agree with its reference's")
+    return out
+
+
 Rederiver = Callable[[GateRun], Rederived]
 
 # One entry per gate that has raw exchanges to re-derive from.
@@ -481,6 +501,7 @@ REDERIVERS: dict[str, Rederiver] = {
     "tool_calls": tool_calls,
     "capacity": capacity,
     "throughput": throughput,
+    "agreement": agreement,
 }
 
 
