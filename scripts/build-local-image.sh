@@ -68,17 +68,4 @@ build_image() {
         --file "$ROOT/images/smollm2/Dockerfile" "$CONTEXT" >&2
 }
 
-main() {
-    command -v docker >/dev/null || die "docker CLI not found"
-    docker info >/dev/null 2>&1 || die "no Docker engine answers (start dockerd --bridge=none --iptables=false)"
-    MIRROR=$(debian_mirror)
-    log "Debian mirror: $MIRROR"
-    local began=$SECONDS
-    stage base import_base  # debootstrap only when the base image is missing
-    stage wheels fill_wheelhouse
-    stage context assemble_context
-    stage build build_image
-    record_image "$IMAGE_TAG" "$CACHE/smollm2-image-id" "$began"
-}
-
-main "$@"
+build_main "$CACHE/smollm2-image-id"

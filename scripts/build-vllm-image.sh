@@ -48,17 +48,4 @@ build_image() {
         --file "$ROOT/images/vllm-cpu/Dockerfile" "$CONTEXT" >&2
 }
 
-main() {
-    command -v docker >/dev/null || die "docker CLI not found"
-    docker info >/dev/null 2>&1 || die "no Docker engine answers (start dockerd --bridge=none --iptables=false)"
-    MIRROR=$(debian_mirror)
-    log "Debian mirror: $MIRROR"
-    local began=$SECONDS
-    stage base import_base
-    stage wheels fill_wheelhouse
-    stage context assemble_context
-    stage build build_image
-    record_image "$IMAGE_TAG" "$CACHE/vllm-cpu-image-id" "$began"
-}
-
-main "$@"
+build_main "$CACHE/vllm-cpu-image-id"

@@ -1,6 +1,7 @@
 # Shared by the local image builds (scripts/build-local-image.sh, scripts/build-vllm-image.sh):
 # logging, timed stages, and the registry-free Debian base (debootstrap + `docker import`).
-# Expects ROOTFS, BASE_TAG and MIRROR (from debian_mirror) to be set by the caller.
+# The caller sets ROOTFS, BASE_TAG and IMAGE_TAG, defines fill_wheelhouse, assemble_context and
+# build_image (which may read MIRROR), and calls build_main ID_FILE.
 TIMINGS=()
 
 log() { printf '[%s] %s\n' "$(basename "$0" .sh)" "$*" >&2; }
@@ -61,4 +62,17 @@ record_image() {  # record_image TAG ID_FILE BEGAN: drop our superseded build, w
     log "  total      $((SECONDS - began)) s"
     log "image $tag  size $((size / 1000000)) MB  id written to $file"
     echo "$id"
+}
+
+build_main() {  # build_main ID_FILE: base, wheels, context, build; then record the image id
+    command -v docker >/dev/null || die "docker CLI not found"
+    docker info >/dev/null 2>&1 || die "no Docker engine answers (start dockerd --bridge=none --iptables=false)"
+    MIRROR=$(debian_mirror)
+    log "Debian mirror: $MIRROR"
+    local began=$SECONDS
+    stage base import_base  # debootstrap only when the base image is missing
+    stage wheels fill_wheelhouse
+    stage context assemble_context
+    stage build build_image
+    record_image "$IMAGE_TAG" "$1" "$began"
 }
