@@ -46,6 +46,7 @@ def test_remedy_is_tried_on_the_probe_and_reported(case: str, tmp_path: Path) ->
     }
     spec["gates"]["nccl"] = {
         "probe_timeout_s": 30,
+        "backend": "nccl",  # the replayed logs are NCCL's, though this host has no GPU
         "probe_command": [
             sys.executable, str(PROBE), "--fail", str(DATA / "diagnosis" / failing),
             "--pass", str(PASSING), "--cured-by", cure, "--nprocs", "{nprocs}",

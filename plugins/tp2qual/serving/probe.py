@@ -34,8 +34,10 @@ class ProbeRun:
 
 
 def backend_of(candidate: Candidate) -> str:
-    """The engine's collective backend: gloo when the candidate has no GPU, else NCCL."""
-    return "gloo" if int(candidate.gpus.get("count", 0)) == 0 else "nccl"
+    """The engine's collective backend: ``[gates.nccl] backend`` when stated, else gloo when the
+    candidate has no GPU and NCCL when it has."""
+    stated = candidate.gate("nccl").get("backend")
+    return str(stated) if stated else "gloo" if int(candidate.gpus.get("count", 0)) == 0 else "nccl"
 
 
 def probe_argv(
