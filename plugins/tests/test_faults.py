@@ -111,6 +111,11 @@ def smollm2_spec(name: str) -> dict[str, Any]:
     gates["throughput"].update(
         samples=5, warmup=1, max_tokens=16, floors={"decode_tok_s_median": 0.1}
     )
+    # Gate 07 asks 5 prompts with logprobs and scores arithmetic items: minutes per inner run on
+    # llama.cpp, for nothing these runs prove (test_agreement_faults.py turns it back on).
+    gates.setdefault("not_applicable", {})["agreement"] = (
+        "self-test copy: agreement is proved by test_agreement_faults.py"
+    )
     return spec
 
 
@@ -244,6 +249,14 @@ def assert_nothing_left(inner: Inner, name: str) -> dict[str, int]:
 # ---------------------------------------------------------------- assertions on a finding
 
 
+def inner_spec_not_applicable(finding: dict[str, Any]) -> list[str]:
+    """The gates a finding records as not applicable by the candidate's own declaration."""
+    return [
+        g for g, r in finding["gates"].items()
+        if r["outcome"] == "not_applicable" and "self-test copy" in r.get("reason", "")
+    ]  # fmt: skip
+
+
 def assert_failed_and_blocked(
     inner: Inner, name: str, gate: str, deselected: tuple[str, ...] = ()
 ) -> dict[str, Any]:
@@ -251,7 +264,9 @@ def assert_failed_and_blocked(
     outcomes = {g: r["outcome"] for g, r in finding["gates"].items()}
     assert (finding["verdict"], finding["failed_gate"]) == ("FAIL", gate), outcomes
     assert outcomes[gate] == "failed", outcomes
-    later = GATES[GATES.index(gate) + 1 :]
+    # gates the copy declares not applicable (agreement, see smollm2_spec) stay so
+    declared = set(inner_spec_not_applicable(finding))
+    later = [g for g in GATES[GATES.index(gate) + 1 :] if g not in declared]
     for g in GATES[: GATES.index(gate)]:
         expected = ("not_run",) if g in deselected else ("passed", "not_applicable")
         assert outcomes[g] in expected, (g, outcomes)
