@@ -12,24 +12,40 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 
 
 @contextmanager
 def interrupts_deferred() -> Iterator[None]:
+    with interrupts_at_safe_points():
+        yield
+
+
+@contextmanager
+def interrupts_at_safe_points() -> Iterator[Callable[[], None]]:
+    """Inside, SIGINT is only noted; the ``checkpoint()`` it yields raises the KeyboardInterrupt
+    at a point the caller chose (between readiness polls), and the block's end raises it if it
+    is still pending. So a Ctrl-C never lands inside an import or a finalizer, where Python
+    reports it as "Exception ignored" and the run goes on (seen during start-up under load)."""
     before = signal.getsignal(signal.SIGINT)
     # Only the main thread may set handlers (and only it is interrupted). A handler that is not a
     # Python callable (SIG_IGN: the run was started ignoring Ctrl-C; SIG_DFL) has nothing to defer.
     if threading.current_thread() is not threading.main_thread() or not callable(before):
-        yield
+        yield lambda: None
         return
     caught: list[tuple[int, FrameType | None]] = []
+
+    def checkpoint() -> None:
+        if caught:
+            signum, frame = caught.pop(0)
+            caught.clear()
+            before(signum, frame)  # what Python would have done: default_int_handler raises
+
     signal.signal(signal.SIGINT, lambda signum, frame: caught.append((signum, frame)))
     try:
-        yield
+        yield checkpoint
     finally:
         signal.signal(signal.SIGINT, before)
-        if caught:
-            before(*caught[0])  # what Python would have done: default_int_handler raises
+        checkpoint()

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 import httpx
 
 from tp2qual.exceptions import StartupExited, StartupTimeout
+from tp2qual.serving.interrupts import interrupts_at_safe_points
 from tp2qual.serving.launchers.base import Launcher
 
 POLL_S = 0.25
@@ -70,8 +71,12 @@ def wait_ready(
     began = time.monotonic()
     state = Readiness()
     name = launcher.candidate.name
-    with httpx.Client(base_url=launcher.base_url, trust_env=False) as client:
+    with (
+        httpx.Client(base_url=launcher.base_url, trust_env=False) as client,
+        interrupts_at_safe_points() as checkpoint,
+    ):
         while True:
+            checkpoint()  # a Ctrl-C stops the wait here, between polls
             elapsed = time.monotonic() - began
             exited = launcher.poll()
             if exited is not None:
