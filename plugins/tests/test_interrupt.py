@@ -128,7 +128,11 @@ def test_sigint_leaves_nothing_running(results: Path, phase: str) -> None:
     finding = json.loads((folder / "finding.json").read_text())
     teardown = json.loads((folder / "teardown.json").read_text())  # the stop ran to its end
     port = int(launch["base_url"].rsplit(":", 1)[1])
-    assert run.returncode == pytest.ExitCode.INTERRUPTED, output[-3000:]
+    # pytest's "interrupted" status, or death by the SIGINT itself: about 1 start-up Ctrl-C in 9
+    # ends -2 after the run was settled and summarised (INCOMPLETE, servers stopped: checked
+    # below); why Python re-raises it at exit is not yet known (#21). Either way the caller
+    # learns that the run was interrupted; an exit status of 0 or 1 fails here.
+    assert run.returncode in (pytest.ExitCode.INTERRUPTED, -signal.SIGINT), output[-3000:]
     assert finding["verdict"] == "INCOMPLETE", output[-3000:]
     assert not _alive(launch["pid"]), "server process survived Ctrl-C"
     assert not _group_alive(launch["pid"]), "a process of the server's group survived Ctrl-C"
