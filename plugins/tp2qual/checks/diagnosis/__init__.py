@@ -108,6 +108,7 @@ def context(
     env: Mapping[str, str] | None = None,
     container: Mapping[str, Any] | None = None,
     host: Mapping[str, Any] | None = None,
+    quiet_s: float = 0.0,
 ) -> Context:
     lines = lines_of(text)
     settings, sources = settings_of(lines, env or {})
@@ -119,6 +120,7 @@ def context(
         wsl2=wsl2_of(lines, host),
         tp=tp,
         at_info=any("NCCL INFO" in ln.text for ln in lines),
+        quiet_s=max(0.0, quiet_s),
     )
 
 
@@ -129,14 +131,16 @@ def diagnose(
     env: Mapping[str, str] | None = None,
     container: Mapping[str, Any] | None = None,
     host: Mapping[str, Any] | None = None,
+    quiet_s: float = 0.0,
 ) -> Diagnosis:
     """Every finding the log supports, named failures first, then notices.
 
     ``env``: the environment the ranks / engine ran with; ``container``: ``ipc_host`` (bool),
     ``shm_size``, ``gpus`` when it ran in a container (None: a local process, unless the log's
     own ``docker run`` line says otherwise); ``host``: the host identity (``wsl2`` or a kernel /
-    platform string), the only source besides the log's own statement for WSL2."""
-    ctx = context(text, tp=tp, env=env, container=container, host=host)
+    platform string), the only source besides the log's own statement for WSL2; ``quiet_s``: how
+    long the log had been silent when it was read (a stall that left no later line to date it)."""
+    ctx = context(text, tp=tp, env=env, container=container, host=host, quiet_s=quiet_s)
     named = _most_precise([f for rule in RULES for f in rule(ctx)])
     failures = [f for f in named if f.severity == FAILURE]
     if failures:  # an error explains why init never completed: not a cut-off log
