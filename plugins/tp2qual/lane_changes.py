@@ -13,7 +13,7 @@ next flag (``--flag=value`` carries its one value inline). Pure: no pytest, no I
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -186,19 +186,30 @@ def lane_overlay(
     return apply_changes(spec["launch"], stated or {})
 
 
-def _shown(change: Change, values: tuple[str, ...]) -> str:
+_SHOWN_CHARS = 160  # a longer value (a chat template) is cut: the launch below shows it whole
+
+
+def _shown(change: Change, values: tuple[str, ...], fill: Callable[[str], str]) -> str:
     if change.kind.startswith("env") and is_secret_name(change.name):
         return MASK if values else ""
-    return " ".join(values)
+    text = " ".join(fill(v) for v in values)
+    return text if len(text) <= _SHOWN_CHARS else f"{text[:_SHOWN_CHARS]}… ({len(text)} chars)"
 
 
-def describe(changes: Sequence[Change], baseline: str) -> list[str]:
-    """Lines for ``--plan``: what the lane changes against its baseline, one line a change."""
+def plan_lines(
+    spec: Mapping[str, Any], changes: Sequence[Change], fill: Callable[[str], str] = str
+) -> list[str]:
+    """For ``--plan``: what a lane with ``[lane.changes]`` changes against its baseline, one
+    line a change, values through ``fill`` (the candidate's placeholders), secret-looking
+    variables masked; nothing for any other candidate."""
+    lane = spec.get("lane", {})
+    if "changes" not in lane or not lane.get("after"):
+        return []
     if not changes:
-        return [f"# lane of {baseline}: its launch unchanged"]
-    lines = [f"# lane of {baseline}: what it changes against the baseline"]
+        return [f"# lane of {lane['after']}: its launch unchanged"]
+    lines = [f"# lane of {lane['after']}: what it changes against the baseline"]
     for change in changes:
-        before, after = _shown(change, change.before), _shown(change, change.after)
+        before, after = _shown(change, change.before, fill), _shown(change, change.after, fill)
         if change.kind == "replaced":
             text = f"{change.name} {before} -> {after}"
         elif change.kind == "env set":
