@@ -22,6 +22,7 @@ from typing import Any
 import jsonschema
 
 from tp2qual.budget import DEFAULT_FLOOR_TOK_S, DEFAULT_PREFILL_S, TimeBudget
+from tp2qual.draft import draft_placeholders, draft_problems
 from tp2qual.exceptions import CandidateError
 from tp2qual.lane_changes import Change, lane_overlay
 
@@ -251,7 +252,7 @@ class Candidate:
             "max_model_len": str(self.max_model_len),
             "tp": str(self.tp),
             "chat_format": self.spec["engine"].get("chat_format", ""),
-        }
+        } | draft_placeholders(self.model, self.path)
 
     @property
     def command(self) -> list[str]:
@@ -313,7 +314,7 @@ def _semantic_problems(spec: Mapping[str, Any]) -> list[str]:
     """Rules a schema cannot say well: the campaign's baseline controls for TP>1
     (docs/campaign.md). Called only on a schema-valid ``spec`` (``load_candidate``), so its
     fields have their declared types."""
-    problems: list[str] = _baseline_flag_problems(spec)
+    problems: list[str] = [*_baseline_flag_problems(spec), *draft_problems(spec)]
     launch = spec.get("launch", {})
     overridden = launch.get("env_overrides", {})
     alloc = launch.get("env", {}).get("PYTORCH_CUDA_ALLOC_CONF", "")
