@@ -25,7 +25,9 @@ SCHEMA: dict[str, Any] = json.loads(
 )
 REVISION = "0123456789abcdef0123456789abcdef01234567"
 
-# A valid candidate with every table present, so a row's change is its only problem.
+# A valid candidate with every table present, so a row's change is its only problem (but
+# lane.changes, which needs a baseline to include, and model.draft, which the command must name:
+# LANE_ROWS and DRAFT_ROWS build those).
 BASE: dict[str, Any] = {
     "name": "cand",
     "description": "every table, valid",
