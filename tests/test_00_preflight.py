@@ -3,6 +3,7 @@
 Pass means: the model the candidate pins resolves to exactly the pinned bytes — a local file by its
 sha256, a hub snapshot file by file: each resolves to a blob whose digest is its name (sha256 for
 LFS files, the git blob id for small ones) and the shards are those the index names; a
+speculative draft (``[model.draft]``) the same way, at a resolved 40-hex revision; a
 container candidate's local image matches its pinned digest or image id (never pulled unless
 ``--pull``); for a GPU candidate, NVML shows at least TP-size GPUs with the memory the candidate
 needs, none busy with another serve — no compute process, no running container holding GPUs
@@ -27,6 +28,14 @@ def test_model_pin_resolves(model_pin: dict[str, Any], claim: Claimer) -> None:
     # model_pin raised PinMismatch, naming the file and pin, if the bytes are not the pinned ones
     assert model_pin["content_addresses"], "no model file proven"
     claim("content_addresses", "identity/model.json", op="field", path="content_addresses")
+    if "draft" in model_pin:  # a speculative lane's draft, proven as the model is
+        assert model_pin["draft"]["content_addresses"], "no draft file proven"
+        claim(
+            "draft_content_addresses",
+            "identity/model.json",
+            op="field",
+            path="draft.content_addresses",
+        )
 
 
 def test_image_pin_matches(candidate: Candidate, record: CandidateRecord, claim: Claimer) -> None:

@@ -52,4 +52,6 @@ def test_the_lanes_changed_what_they_must() -> None:
     dflash = json.loads(
         _flag(by_name["laguna-s-2.1-nvfp4-dflash"].argv(port=1), "--speculative-config") or "{}"
     )
-    assert dflash["model"] == "poolside/Laguna-S-2.1-DFlash-NVFP4"
+    draft = by_name["laguna-s-2.1-nvfp4-dflash"].model["draft"]
+    assert dflash["model"] == draft["repo"] == "poolside/Laguna-S-2.1-DFlash-NVFP4"
+    assert "revision" in dflash  # filled from [model.draft] (test_draft_pin.py)

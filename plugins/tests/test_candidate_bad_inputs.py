@@ -25,7 +25,9 @@ SCHEMA: dict[str, Any] = json.loads(
 )
 REVISION = "0123456789abcdef0123456789abcdef01234567"
 
-# A valid candidate with every table present, so a row's change is its only problem.
+# A valid candidate with every table present, so a row's change is its only problem (but
+# lane.changes, which needs a baseline to include, and model.draft, which the command must name:
+# LANE_ROWS and DRAFT_ROWS build those).
 BASE: dict[str, Any] = {
     "name": "cand",
     "description": "every table, valid",
@@ -172,6 +174,95 @@ def _part(include: list[str]) -> str:
     return to_toml({"include": include})
 
 
+# A lane over BASE (as base.toml): it includes its baseline and states only its changes.
+LANE_BASE = changed({"name": "base", "launch.command": ["serve", "--eager", "--port", "{port}"]})
+
+
+def _lane(changes: dict[str, Any], **more: Any) -> dict[str, Content]:
+    lane = {"include": ["base.toml"], "name": "cand", "lane": {"kind": "optional", "after": "base"}}
+    lane["lane"]["changes"] = changes
+    for dotted, value in more.items():
+        lane = changed({dotted.replace("__", "."): value}, lane)
+    return {"base.toml": LANE_BASE, "cand.toml": lane}
+
+
+LANE_ROWS: list[Bad] = [
+    Bad(
+        "lane-replaces-a-flag-the-baseline-lacks",
+        _lane({"replace": {"--nope": "1"}}),
+        ("{dir}/cand.toml: lane.changes.replace.--nope: ", "not in the baseline's command"),
+    ),
+    Bad(
+        "lane-replaces-a-flag-without-a-value",
+        _lane({"replace": {"--eager": "1"}}),
+        ("{dir}/cand.toml: lane.changes.replace.--eager: ", "takes no value"),
+    ),
+    Bad(
+        "lane-removes-a-flag-the-baseline-lacks",
+        _lane({"remove": ["--nope"]}),
+        ("{dir}/cand.toml: lane.changes.remove: ", "--nope is not in the baseline's command"),
+    ),
+    Bad(
+        "lane-adds-a-flag-the-baseline-has",
+        _lane({"add": ["--port", "1"]}),
+        ("{dir}/cand.toml: lane.changes.add: ", "--port is already in the baseline's command"),
+    ),
+    Bad(
+        "lane-unsets-a-variable-the-baseline-lacks",
+        _lane({"env_unset": ["NOPE"]}),
+        ("{dir}/cand.toml: lane.changes.env_unset: ", "NOPE is not in the baseline's launch.env"),
+    ),
+    Bad(
+        "lane-replace-key-not-a-flag",
+        _lane({"replace": {"port": "1"}}),
+        ("{dir}/cand.toml", ": lane.changes.replace: ", "'port' does not match"),
+    ),
+    Bad(
+        "lane-copies-the-baseline-command",
+        _lane({}, launch__command=["serve", "--eager", "--port", "{port}", "--x"]),
+        ("{dir}/cand.toml: launch.command: ", "a lane states only what it changes", "'base'"),
+    ),
+    Bad(
+        "lane-changes-without-its-baseline",
+        {"cand.toml": changed({"lane": {"kind": "optional", "after": "b", "changes": {}}})},
+        ("{dir}/cand.toml: lane.changes: ", "the baseline the file includes", '"b.toml"'),
+    ),
+]
+
+# A speculative draft is pinned as the model is and named by the command through placeholders.
+DRAFT_CMD = ["serve", "--port", "{port}", "--draft", "{draft_repo}@{draft_revision}"]
+DRAFT_ROWS: list[Bad] = [
+    Bad(
+        "draft-revision-unpinned",
+        {"cand.toml": changed({"model.draft": {"repo": "org/draft", "revision": "main"}})},
+        ("{dir}/cand.toml", ": model.draft.revision: ", "'main' does not match"),
+    ),
+    Bad(
+        "draft-the-command-never-names",
+        {"cand.toml": changed({"model.draft": {"repo": "org/draft", "revision": REVISION}})},
+        ("{dir}/cand.toml: launch.command: ", "pins org/draft", "never names {draft_repo}"),
+    ),
+    Bad(
+        "draft-named-but-not-pinned",
+        {"cand.toml": changed({"launch.command": DRAFT_CMD})},
+        ("{dir}/cand.toml: launch.command: ", "no [model.draft] pins a draft"),
+    ),
+    Bad(
+        "draft-in-another-cache",
+        {
+            "cand.toml": changed(
+                {
+                    "launch.command": DRAFT_CMD,
+                    "model.hf_cache": "/hub",
+                    "model.draft": {"repo": "o/d", "revision": REVISION, "hf_cache": "/other"},
+                }
+            )
+        },
+        ("{dir}/cand.toml: model.draft.hf_cache: ", "is not model.hf_cache"),
+    ),
+]
+
+
 HAND: list[Bad] = [
     Bad("broken-toml", {"cand.toml": "name = \n"}, ("{dir}/cand.toml: not valid TOML", "line 1")),
     Bad(
@@ -286,7 +377,7 @@ HAND: list[Bad] = [
     ),
 ]
 
-ROWS: list[Bad] = HAND + wrong_type_rows()
+ROWS: list[Bad] = HAND + LANE_ROWS + DRAFT_ROWS + wrong_type_rows()
 
 
 def make_folder(tmp_path: Path, bad: Bad) -> Path:

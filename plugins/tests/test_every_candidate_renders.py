@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tp2qual.candidate import Candidate, load_candidates
+from tp2qual.draft import draft_pin
 from tp2qual.hooks.server import plan_for
 from tp2qual.serving.launchers.docker.run_args import run_kwargs
 from tp2qual.serving.probe import probe_argv
@@ -21,6 +22,16 @@ from tp2qual.serving.probe import probe_argv
 MAIN = Path(__file__).resolve().parents[2]
 SHIPPED = load_candidates([MAIN / "candidates"])
 UNFILLED = re.compile(r"(?<!\{)\{[a-z_]+\}(?!\})")  # a placeholder left as it was
+
+
+def _unfilled(text: str, candidate: Candidate) -> list[str]:
+    """Placeholders left as they were, but a draft revision only the running machine knows
+    (tp2qual.local_pins): shown as written until it is filled; preflight refuses it so."""
+    draft = candidate.model.get("draft")
+    waiting = (
+        {draft["revision"]} if draft and draft_pin(draft, candidate.path).value is None else set()
+    )
+    return [p for p in UNFILLED.findall(text) if p not in waiting]
 
 
 def _ids(candidates: list[Candidate]) -> list[str]:
@@ -31,7 +42,7 @@ def _ids(candidates: list[Candidate]) -> list[str]:
 def test_plan_renders_with_every_placeholder_filled(shipped: Candidate) -> None:
     plan = plan_for(shipped, "render-test")
     assert plan.strip()
-    assert not UNFILLED.findall(plan), plan
+    assert not _unfilled(plan, shipped), plan
 
 
 @pytest.mark.parametrize(
@@ -42,7 +53,7 @@ def test_plan_renders_with_every_placeholder_filled(shipped: Candidate) -> None:
 def test_container_arguments_and_probe_keep_json_whole(shipped: Candidate) -> None:
     kwargs = run_kwargs(shipped, port=39000, run_id="r", session="s", wsl2=False)
     command = kwargs["command"]
-    assert not [a for a in command if UNFILLED.findall(a)], command
+    assert not [a for a in command if _unfilled(a, shipped)], command
     # a JSON argument arrives as JSON, braces and all (a Jinja chat template is not one)
     for arg in (a for a in command if a.startswith("{") and a.endswith("}") and a[1] not in "%{#"):
         json.loads(arg)

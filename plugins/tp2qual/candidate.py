@@ -14,7 +14,7 @@ import re
 import sys
 import tomllib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,9 @@ from typing import Any
 import jsonschema
 
 from tp2qual.budget import DEFAULT_FLOOR_TOK_S, DEFAULT_PREFILL_S, TimeBudget
+from tp2qual.draft import draft_placeholders, draft_problems
 from tp2qual.exceptions import CandidateError
+from tp2qual.lane_changes import Change, lane_overlay
 
 GATES = (
     "preflight",
@@ -106,6 +108,8 @@ class Candidate:
 
     path: Path
     spec: dict[str, Any] = field(repr=False)
+    # A lane's [lane.changes] as applied on its baseline's launch (lane_changes.py), for --plan.
+    lane_changes: tuple[Change, ...] = field(default=(), repr=False)
 
     @property
     def name(self) -> str:
@@ -212,7 +216,7 @@ class Candidate:
             overrides[key] = {"value": value, "reason": reason}
         if docker:
             spec["launch"].setdefault("docker", {}).update(docker)
-        return Candidate(path=self.path, spec=spec)
+        return replace(self, spec=spec)
 
     def model_file(self) -> Path | None:
         """The local weights file, resolved (``pkg:<module>/<file>`` looks inside a package)."""
@@ -248,7 +252,7 @@ class Candidate:
             "max_model_len": str(self.max_model_len),
             "tp": str(self.tp),
             "chat_format": self.spec["engine"].get("chat_format", ""),
-        }
+        } | draft_placeholders(self.model, self.path)
 
     @property
     def command(self) -> list[str]:
@@ -310,7 +314,7 @@ def _semantic_problems(spec: Mapping[str, Any]) -> list[str]:
     """Rules a schema cannot say well: the campaign's baseline controls for TP>1
     (docs/campaign.md). Called only on a schema-valid ``spec`` (``load_candidate``), so its
     fields have their declared types."""
-    problems: list[str] = _baseline_flag_problems(spec)
+    problems: list[str] = [*_baseline_flag_problems(spec), *draft_problems(spec)]
     launch = spec.get("launch", {})
     overridden = launch.get("env_overrides", {})
     alloc = launch.get("env", {}).get("PYTORCH_CUDA_ALLOC_CONF", "")
@@ -385,20 +389,26 @@ def _include_error(chain: tuple[Path, ...], problem: str) -> CandidateError:
 
 def load_candidate(path: Path) -> Candidate:
     """Parse and validate one file; raise CandidateError naming file, field and problem."""
-    spec = _with_includes(path, _read_toml(path))
+    own = _read_toml(path)
+    spec = _with_includes(path, own)
     errors = sorted(_validator().iter_errors(spec), key=lambda e: list(e.absolute_path))
     # The semantic rules read typed fields (`tensor_parallel_size > 1`, the command's flags), so
     # they run only on a file the schema accepted; otherwise the schema's lines say what is wrong.
-    lines = [_format_error(path, e) for e in errors] or [
-        f"{path}: {p}" for p in _semantic_problems(spec)
-    ]
+    # A lane's changes are applied first: the rules judge the launch it will run.
+    overlay, problems = None, []
+    if not errors:
+        base = _with_includes(path, {"include": own.get("include", [])})
+        if overlay := lane_overlay(own, base, spec):
+            spec = {**spec, "launch": overlay.launch}
+        problems = [*(overlay.problems if overlay else ()), *_semantic_problems(spec)]
+    lines = [_format_error(path, e) for e in errors] or [f"{path}: {p}" for p in problems]
     if lines:
         raise CandidateError("invalid candidate file\n  " + "\n  ".join(lines))
     if path.stem != spec["name"]:
         raise CandidateError(
             f"{path}: name: {spec['name']!r} must match the file name {path.stem!r}"
         )
-    return Candidate(path=path, spec=spec)
+    return Candidate(path=path, spec=spec, lane_changes=overlay.changes if overlay else ())
 
 
 def load_candidates(folders: Iterable[Path]) -> list[Candidate]:
