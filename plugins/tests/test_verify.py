@@ -480,3 +480,19 @@ def test_a_missing_manifest_and_a_missing_run(tmp_path: Path, run_dir: Path) -> 
 
 def test_gates_cover_the_whole_order() -> None:
     assert GATES[0] == "preflight" and GATES[-1] == "throughput"  # write_run covers each gate
+
+
+@pytest.mark.parametrize(
+    ("floor", "ok"), [({"ttft_s_median": 0.5}, True), ({"ttft_s_median": 0.1}, False)]
+)
+def test_a_ttft_floor_is_rederived_as_an_upper_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, floor: dict, ok: bool
+) -> None:
+    """The samples' TTFT median is 0.2 s: under a 0.5 s floor, over a 0.1 s one (perf/floors.py,
+    the gate's own check, run again on the raw streams)."""
+    monkeypatch.setitem(GATE_SETTINGS, "throughput", {"floors": floor, "why": "a test"})
+    result = verify_run(write_run(tmp_path / "results"))
+    assert result.ok is ok, [p.line() for p in result.problems]
+    if not ok:
+        details = " ".join(p.detail for p in result.problems)
+        assert "ttft_s_median = 0.2, floor ≤ 0.1" in details

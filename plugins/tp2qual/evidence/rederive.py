@@ -38,6 +38,7 @@ from tp2qual.checks.toolcalls import (
     reassemble_stream,
 )
 from tp2qual.evidence.claims import same
+from tp2qual.perf import floors
 from tp2qual.perf.sampling import sample
 
 RESOLVED_CANDIDATE = "identity/candidate.json"  # written before the candidate's first gate
@@ -466,11 +467,21 @@ def _summary(run: GateRun, samples: list[dict[str, Any]], out: Rederived) -> Non
                     {f"{name}.{stat}": (written.get(name) or {}).get(stat)},
                     **{f"{name}.{stat}": stats[name][stat]},
                 )
-    for key, floor in run.settings.get("floors", {}).items():
-        name, _, stat = key.rpartition("_")
-        value = (stats.get(name) or {}).get(stat)
-        if value is None or value < floor:
-            out.failures.append(f"{key} = {value} below floor {floor}")
+    judged = floors.judged_floors(
+        run.settings,
+        _json(run.root / "throughput_comparison.json"),
+        _json(run.root / "roofline.json"),
+    )  # the gate's own derivation and check, in its direction (perf/floors.py)
+    out.failures += [*judged.not_derived, *floors.misses(judged.floors, samples)]
+
+
+def _json(path: Path) -> dict[str, Any]:
+    """A JSON object the gate wrote beside its samples; {} when it is not there or unreadable."""
+    try:
+        body = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return body if isinstance(body, dict) else {}
 
 
 def agreement(run: GateRun) -> Rederived:
@@ -529,14 +540,11 @@ SUPPORTS_PASS: dict[str, Callable[[Any, Mapping[str, Any]], bool]] = {
 
 def supports_pass(name: str, value: Any, settings: Mapping[str, Any]) -> bool | None:
     """Whether a claim's value is one a passed gate can have; None when no rule applies.
-    A throughput figure with a floor must meet it."""
+    A throughput figure with a written floor must meet it in the floor's direction."""
     rule = SUPPORTS_PASS.get(name)
     if rule is not None:
         try:
             return rule(value, settings)
         except (KeyError, TypeError):
             return False
-    floor = (settings.get("floors") or {}).get(name)
-    if floor is not None:
-        return isinstance(value, int | float) and value >= floor
-    return None
+    return floors.claim_meets(name, value, settings)
