@@ -39,10 +39,13 @@ from tp2qual.checks.toolcalls import (
 )
 from tp2qual.evidence.claims import same
 from tp2qual.perf import floors
+from tp2qual.perf.roofline import decode_bound
 from tp2qual.perf.sampling import sample
 
 RESOLVED_CANDIDATE = "identity/candidate.json"  # written before the candidate's first gate
 FIGURES = ("ttft_s", "tpot_s", "decode_tok_s", "e2e_s")
+# What roofline.json records of the bound's inputs (perf/comparison.py roofline_for).
+ROOFLINE_INPUTS = ("active_params_b", "bits_per_weight", "bandwidth_gbs", "tp")
 
 
 class Unrederivable(ValueError):
@@ -467,12 +470,21 @@ def _summary(run: GateRun, samples: list[dict[str, Any]], out: Rederived) -> Non
                     {f"{name}.{stat}": (written.get(name) or {}).get(stat)},
                     **{f"{name}.{stat}": stats[name][stat]},
                 )
+    roof = _json(run.root / "roofline.json")
+    if roof.get("computed"):  # a floor derived of the bound rests on its inputs, not its figure
+        out.compare("roofline.json inputs", "roofline.json", roof, bound_tok_s=_bound(roof))
     judged = floors.judged_floors(
-        run.settings,
-        _json(run.root / "throughput_comparison.json"),
-        _json(run.root / "roofline.json"),
+        run.settings, _json(run.root / "throughput_comparison.json"), roof
     )  # the gate's own derivation and check, in its direction (perf/floors.py)
     out.failures += [*judged.not_derived, *floors.misses(judged.floors, samples)]
+
+
+def _bound(roof: Mapping[str, Any]) -> float | str:
+    """The decode bound that roofline.json's own inputs give (perf/roofline.py)."""
+    try:
+        return decode_bound(*(roof[k] for k in ROOFLINE_INPUTS)).bound_tok_s
+    except (KeyError, TypeError, ValueError) as exc:
+        return f"no bound: {exc}"
 
 
 def _json(path: Path) -> dict[str, Any]:
