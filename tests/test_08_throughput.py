@@ -65,6 +65,7 @@ def test_single_stream_samples(
     comparison, roof = _compare(candidate, record, summary, claim)
     judged = judged_floors(settings, comparison, roof)
     record.evidence.write_json(FLOORS_FILE, judged.as_dict())
+    claim("floors_judged", FLOORS_FILE, op="field", path="count")  # 0: none set, said so
     if judged.not_derived:
         raise CandidateError("; ".join(judged.not_derived), candidate=candidate.name)
     missed = misses(judged.floors, _samples(record))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from tp2qual.evidence.performance_view import floor_facts, floor_of
 from tp2qual.perf import floors
 from tp2qual.perf.comparison import compare_baseline, roofline_for
 
@@ -107,3 +108,14 @@ def test_a_claim_meets_its_written_floor_in_the_floors_direction(
 ) -> None:
     settings = {"floors": {"ttft_s_median": 0.5, "decode_tok_s_median": 20.0}}
     assert floors.claim_meets(name, value, settings) is meets
+
+
+def test_the_report_states_each_floor_or_that_none_was_set() -> None:
+    written = floors.judged_floors({"floors": {"ttft_s_p90": 2.0}, "why": "w"}, {}, ROOF)
+    assert floor_facts(written.as_dict()) == [
+        ("floor ttft_s_p90", "≤ 2 (written in the candidate: w)")
+    ]
+    assert floor_facts(floors.judged_floors({}, {}, ROOF).as_dict()) == [
+        ("floors", floors.NO_FLOOR)
+    ]
+    assert floor_of("ttft_s", {"ttft_s_p90": 2.0}, "s") == (2.0, "floor: p90 ≤ 2 s")

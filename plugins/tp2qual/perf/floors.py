@@ -129,6 +129,7 @@ class FloorSet:
 
     def as_dict(self) -> dict[str, Any]:
         return {
+            "count": len(self.floors),
             "floors": [f.as_dict() for f in self.floors],
             "not_derived": list(self.not_derived),
             "note": None if self.floors else NO_FLOOR,
