@@ -84,6 +84,8 @@ def floor_lines(candidate: Candidate) -> list[str]:
     roof = roofline_for(candidate.model, candidate.gpus, None, candidate.tp, None)
     judged = judged_floors(settings, comparison, roof)
     lines = judged.lines() + [f"not derivable: {why}" for why in judged.not_derived]
+    if settings.get("derived_floors"):
+        lines.append("derived again at run time, from NVML's bandwidth where it reads one")
     refused = [r for r in comparison.get("rows", []) if r.get("refused")]
     lines += [f"TP1 {r['figure']} {r['baseline']:g} not compared: {r['refused']}" for r in refused]
     if candidate.not_applicable("throughput"):

@@ -35,11 +35,8 @@ DIRECTIONS: dict[str, str] = {
     "e2e_s": AT_MOST,
 }
 STATS = ("median", "mean", "p90", "p99", "min", "max")
-SOURCES = ("baseline", "roofline")
 ROOFLINE_FIGURE = "decode_tok_s"  # the roofline bounds a decode rate, nothing else
 ROOFLINE_INPUTS = ("active_params_b", "bits_per_weight")
-
-
 FLOORS_FILE = "throughput_floors.json"  # gate 08's floors as judged, beside its samples
 NO_FLOOR = "no floor set: the samples are measured and judged against no floor"
 
