@@ -36,7 +36,7 @@ BASE: dict[str, Any] = {
     "engine": {"kind": "vllm", "version": "0.1", "parsers": {"tool": "hermes"}},
     "launch": {
         "kind": "process",
-        "command": ["serve", "--port", "{port}"],
+        "command": ["serve", "--port", "{port}", "--max-num-seqs", "1"],
         "env": {"A": "1"},
         "env_overrides": {
             "NCCL_P2P_DISABLE": {"value": "0", "reason": "NVLink bridge on this host"}
@@ -58,7 +58,7 @@ BASE: dict[str, Any] = {
             "result_expect": ["r"],
         },
         "capacity": {"fill": 0.9},
-        "throughput": {"samples": 5, "floors": {"decode_tok_s": 1.0}},
+        "throughput": {"samples": 5, "floors": {"decode_tok_s_median": 1.0}, "why": "a test"},
         "nccl": {"probe_timeout_s": 10.0},
     },
 }
@@ -369,6 +369,116 @@ HAND: list[Bad] = [
             )
         },
         ("{dir}/cand.toml", ": launch.env.NCCL_CUMEM_ENABLE: ", "1 is not of type 'string'"),
+    ),
+    # The one-request rule when the flag is absent: each engine's own flag, at any TP.
+    Bad(
+        "vllm-baseline-without-max-num-seqs",
+        {"cand.toml": changed({"launch.command": ["serve", "--port", "{port}"]})},
+        ("{dir}/cand.toml", ": launch.command: no --max-num-seqs 1: ", "vLLM 0.32.0 admits 256"),
+    ),
+    Bad(
+        "sglang-tp2-baseline-without-max-running-requests",
+        {
+            "cand.toml": changed(
+                {
+                    "engine.kind": "sglang",
+                    "serve.tensor_parallel_size": 2,
+                    "launch.command": ["--tp", "2", "--port", "{port}"],
+                }
+            )
+        },
+        ("{dir}/cand.toml", ": launch.command: no --max-running-requests 1: ", "SGLang 0.5.23"),
+    ),
+    Bad(
+        "sglang-baseline-with-the-vllm-flag",
+        {"cand.toml": changed({"engine.kind": "sglang"})},  # BASE's command has --max-num-seqs
+        ("{dir}/cand.toml", ": launch.command: no --max-running-requests 1: "),
+    ),
+    # Floors: a known figure and statistic, and a source that can give them.
+    Bad(
+        "floor-key-without-a-statistic",
+        {"cand.toml": changed({"gates.throughput.floors": {"decode_tok_s": 1.0}})},
+        ("{dir}/cand.toml", ": gates.throughput.floors.decode_tok_s: not <figure>_<stat>"),
+    ),
+    Bad(
+        "roofline-floor-on-a-latency",
+        {
+            "cand.toml": changed(
+                {
+                    "gates.throughput.derived_floors": {
+                        "ttft_s_median": {"fraction": 2.0, "of": "roofline", "why": "w"}
+                    }
+                }
+            )
+        },
+        ("{dir}/cand.toml", "derived_floors.ttft_s_median: the roofline bounds decode_tok_s"),
+    ),
+    Bad(
+        "roofline-floor-without-its-inputs",
+        {
+            "cand.toml": changed(
+                {
+                    "gates.throughput.derived_floors": {
+                        "decode_tok_s_median": {"fraction": 0.1, "of": "roofline", "why": "w"}
+                    }
+                }
+            )
+        },
+        (
+            "{dir}/cand.toml",
+            "derived_floors.decode_tok_s_median: of the roofline, which needs ",
+            "model.active_params_b, model.bits_per_weight, gpus.bandwidth_gbs",
+        ),
+    ),
+    Bad(
+        "baseline-floor-across-definitions",
+        {
+            "cand.toml": changed(
+                {
+                    "baseline.figures": {"decode_tok_s_median": 65.0},
+                    "baseline.definitions": {"decode_tok_s_median": "aggregate output tok/s"},
+                    "gates.throughput.derived_floors": {
+                        "decode_tok_s_median": {"fraction": 0.8, "of": "baseline", "why": "w"}
+                    },
+                }
+            )
+        },
+        (
+            "{dir}/cand.toml",
+            "derived_floors.decode_tok_s_median: the baseline's decode_tok_s_median is not ",
+            "not the same definition as the suite's (perf/sampling.py): aggregate output tok/s",
+        ),
+    ),
+    Bad(
+        "baseline-floor-definition-not-stated",
+        {
+            "cand.toml": changed(
+                {
+                    "baseline.figures": {"decode_tok_s_median": 65.0},
+                    "gates.throughput.derived_floors": {
+                        "decode_tok_s_median": {"fraction": 0.8, "of": "baseline", "why": "w"}
+                    },
+                }
+            )
+        },
+        ("{dir}/cand.toml", "its definition is not stated (baseline.definitions."),
+    ),
+    Bad(
+        "derived-floor-of-something-else",
+        {
+            "cand.toml": changed(
+                {
+                    "gates.throughput.derived_floors": {
+                        "decode_tok_s_median": {"fraction": 0.8, "of": "a guess", "why": "w"}
+                    }
+                }
+            )
+        },
+        (
+            "{dir}/cand.toml",
+            "gates.throughput.derived_floors.decode_tok_s_median.of: ",
+            "'a guess'",
+        ),
     ),
     Bad(
         "prompt-entry-not-a-table",

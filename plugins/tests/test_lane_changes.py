@@ -147,15 +147,15 @@ def test_a_lane_copying_its_baseline_command_is_refused(tmp_path: Path) -> None:
 def test_plan_shows_the_lane_against_its_baseline() -> None:
     lane = SHIPPED["inkling-small-nvfp4-mxfp8kv"]
     assert plan_lines(lane.spec, lane.lane_changes) == [
-        "# lane of inkling-small-nvfp4: what it changes against the baseline",
-        "#   replaced  --attention-backend triton -> fa4",
-        "#   added     --kv-cache-dtype mxfp8",
+        "against its baseline inkling-small-nvfp4:",
+        "  replaced  --attention-backend triton -> fa4",
+        "  added     --kv-cache-dtype mxfp8",
     ]
     reasoning = SHIPPED["smollm2-135m-vllm-reasoning"]
     lines = plan_lines(reasoning.spec, reasoning.lane_changes)
-    assert "#   removed   --tool-call-parser hermes" in lines
+    assert "  removed   --tool-call-parser hermes" in lines
     assert any(
-        line.startswith("#   replaced  --chat-template") and "chars)" in line for line in lines
+        line.startswith("  replaced  --chat-template") and "chars)" in line for line in lines
     )
     assert plan_lines(SHIPPED["laguna-s-2.1-nvfp4"].spec, ()) == []  # a baseline: no lines
 
@@ -165,5 +165,5 @@ def test_plan_masks_a_secret_set_by_a_lane() -> None:
     spec = {"lane": {"after": "b", "changes": {}}}
     assert (
         plan_lines(spec, overlay.changes)[1]
-        == "#   env set   HF_TOKEN=***REDACTED*** (baseline: unset)"
+        == "  env set   HF_TOKEN=***REDACTED*** (baseline: unset)"
     )

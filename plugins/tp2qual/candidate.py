@@ -25,6 +25,7 @@ from tp2qual.budget import DEFAULT_FLOOR_TOK_S, DEFAULT_PREFILL_S, TimeBudget
 from tp2qual.draft import draft_placeholders, draft_problems
 from tp2qual.exceptions import CandidateError
 from tp2qual.lane_changes import Change, lane_overlay
+from tp2qual.perf.floors import derivation_problems, key_problems
 
 GATES = (
     "preflight",
@@ -286,6 +287,21 @@ def _format_error(path: Path, error: jsonschema.ValidationError) -> str:
 # Engine flags that turn on speculative decoding / MTP, and flags that admit more than one request.
 _SPECULATIVE = ("--speculative", "--num-speculative-tokens", "--spec-", "--draft-model", "--mtp")
 _ADMISSION = ("--max-num-seqs", "--max-running-requests")
+# Each engine's own admission flag and what it admits when the flag is absent. A baseline must
+# set it to 1: neither default is one request.
+ADMISSION_FLAG: dict[str, tuple[str, str]] = {
+    "vllm": (
+        "--max-num-seqs",
+        "vLLM 0.32.0 admits 256 requests by default, 1024 on a GPU of 70 GiB or more, 128 per "
+        "rank on the CPU (vllm/engine/arg_utils.py get_batch_defaults)",
+    ),
+    "sglang": (
+        "--max-running-requests",
+        "SGLang 0.5.23 leaves max_running_requests unset (arg_groups/fields/schedule.py) and "
+        "sizes it from memory, 2048 to 4096 requests (model_executor/pool_configurator.py "
+        "_resolve_max_running_requests_per_worker)",
+    ),
+}
 
 
 def _baseline_flag_problems(spec: Mapping[str, Any]) -> list[str]:
@@ -302,12 +318,43 @@ def _baseline_flag_problems(spec: Mapping[str, Any]) -> list[str]:
         for arg in argv
         if arg.startswith(_SPECULATIVE)
     ]
+    given = admission_flags(argv)
+    problems += [
+        f"launch.command: {name} admits more than one request at a time"
+        for name, value in given.items()
+        if value not in ONE_REQUEST
+    ]
+    return problems + _admission_missing(spec.get("engine", {}).get("kind", ""), given)
+
+
+ONE_REQUEST = ("1",)  # the value a baseline gives its admission flag
+
+
+def admission_flags(argv: Iterable[str]) -> dict[str, str]:
+    """The admission flags a command gives, with their values (``--flag v`` or ``--flag=v``)."""
+    args = [str(a) for a in argv]
+    given: dict[str, str] = {}
     # Each flag with the argument after it (the last one with ""); an empty command has no pairs.
-    for flag, value in zip(argv, [*argv[1:], ""], strict=False):
+    for flag, value in zip(args, [*args[1:], ""], strict=False):
         name, eq, inline = flag.partition("=")
-        if name in _ADMISSION and (inline if eq else value) not in ("1", "{max_concurrency}"):
-            problems.append(f"launch.command: {name} admits more than one request at a time")
-    return problems
+        if name in _ADMISSION:
+            given[name] = inline if eq else value
+    return given
+
+
+def _admission_missing(engine: str, given: Mapping[str, str]) -> list[str]:
+    """A vLLM or SGLang baseline without its engine's admission flag admits many requests: at
+    any TP, since the TP1 reference (gate 07) and the dated TP1 figures a TP2 serve is compared
+    with must differ from it in the topology only (docs/campaign.md)."""
+    if engine not in ADMISSION_FLAG:
+        return []
+    flag, default = ADMISSION_FLAG[engine]
+    if flag in given:
+        return []
+    return [
+        f"launch.command: no {flag} 1: {default}; a baseline serves one request at a time "
+        f'(add "{flag}", "1", or make it an optional lane)'
+    ]
 
 
 def _semantic_problems(spec: Mapping[str, Any]) -> list[str]:
@@ -315,6 +362,8 @@ def _semantic_problems(spec: Mapping[str, Any]) -> list[str]:
     (docs/campaign.md). Called only on a schema-valid ``spec`` (``load_candidate``), so its
     fields have their declared types."""
     problems: list[str] = [*_baseline_flag_problems(spec), *draft_problems(spec)]
+    throughput = spec.get("gates", {}).get("throughput", {})
+    problems += key_problems(throughput) + derivation_problems(throughput, spec)
     launch = spec.get("launch", {})
     overridden = launch.get("env_overrides", {})
     alloc = launch.get("env", {}).get("PYTORCH_CUDA_ALLOC_CONF", "")

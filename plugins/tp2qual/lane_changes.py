@@ -206,8 +206,8 @@ def plan_lines(
     if "changes" not in lane or not lane.get("after"):
         return []
     if not changes:
-        return [f"# lane of {lane['after']}: its launch unchanged"]
-    lines = [f"# lane of {lane['after']}: what it changes against the baseline"]
+        return [f"its launch is {lane['after']}'s, unchanged"]
+    lines = [f"against its baseline {lane['after']}:"]
     for change in changes:
         before, after = _shown(change, change.before, fill), _shown(change, change.after, fill)
         if change.kind == "replaced":
@@ -217,5 +217,5 @@ def plan_lines(
             text = f"{change.name}={after}{was}"
         else:
             text = " ".join(p for p in (change.name, before or after) if p)
-        lines.append(f"#   {change.kind:<9} {text}")
+        lines.append(f"  {change.kind:<9} {text}")
     return lines

@@ -38,10 +38,14 @@ from tp2qual.checks.toolcalls import (
     reassemble_stream,
 )
 from tp2qual.evidence.claims import same
+from tp2qual.perf import floors
+from tp2qual.perf.roofline import decode_bound
 from tp2qual.perf.sampling import sample
 
 RESOLVED_CANDIDATE = "identity/candidate.json"  # written before the candidate's first gate
 FIGURES = ("ttft_s", "tpot_s", "decode_tok_s", "e2e_s")
+# What roofline.json records of the bound's inputs (perf/comparison.py roofline_for).
+ROOFLINE_INPUTS = ("active_params_b", "bits_per_weight", "bandwidth_gbs", "tp")
 
 
 class Unrederivable(ValueError):
@@ -466,11 +470,30 @@ def _summary(run: GateRun, samples: list[dict[str, Any]], out: Rederived) -> Non
                     {f"{name}.{stat}": (written.get(name) or {}).get(stat)},
                     **{f"{name}.{stat}": stats[name][stat]},
                 )
-    for key, floor in run.settings.get("floors", {}).items():
-        name, _, stat = key.rpartition("_")
-        value = (stats.get(name) or {}).get(stat)
-        if value is None or value < floor:
-            out.failures.append(f"{key} = {value} below floor {floor}")
+    roof = _json(run.root / "roofline.json")
+    if roof.get("computed"):  # a floor derived of the bound rests on its inputs, not its figure
+        out.compare("roofline.json inputs", "roofline.json", roof, bound_tok_s=_bound(roof))
+    judged = floors.judged_floors(
+        run.settings, _json(run.root / "throughput_comparison.json"), roof
+    )  # the gate's own derivation and check, in its direction (perf/floors.py)
+    out.failures += [*judged.not_derived, *floors.misses(judged.floors, samples)]
+
+
+def _bound(roof: Mapping[str, Any]) -> float | str:
+    """The decode bound that roofline.json's own inputs give (perf/roofline.py)."""
+    try:
+        return decode_bound(*(roof[k] for k in ROOFLINE_INPUTS)).bound_tok_s
+    except (KeyError, TypeError, ValueError) as exc:
+        return f"no bound: {exc}"
+
+
+def _json(path: Path) -> dict[str, Any]:
+    """A JSON object the gate wrote beside its samples; {} when it is not there or unreadable."""
+    try:
+        body = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return body if isinstance(body, dict) else {}
 
 
 def agreement(run: GateRun) -> Rederived:
@@ -529,14 +552,11 @@ SUPPORTS_PASS: dict[str, Callable[[Any, Mapping[str, Any]], bool]] = {
 
 def supports_pass(name: str, value: Any, settings: Mapping[str, Any]) -> bool | None:
     """Whether a claim's value is one a passed gate can have; None when no rule applies.
-    A throughput figure with a floor must meet it."""
+    A throughput figure with a written floor must meet it in the floor's direction."""
     rule = SUPPORTS_PASS.get(name)
     if rule is not None:
         try:
             return rule(value, settings)
         except (KeyError, TypeError):
             return False
-    floor = (settings.get("floors") or {}).get(name)
-    if floor is not None:
-        return isinstance(value, int | float) and value >= floor
-    return None
+    return floors.claim_meets(name, value, settings)

@@ -18,13 +18,13 @@ from typing import Any
 
 import pytest
 
-from tp2qual.candidate import Candidate, fill
+from tp2qual import dry_run
+from tp2qual.candidate import Candidate
 from tp2qual.evidence.claims import make_claim
 from tp2qual.evidence.finding import CandidateRecord
 from tp2qual.hooks.candidates import run_key
 from tp2qual.hooks.gating import candidate_of, gate_of
 from tp2qual.hooks.progress import watch_for
-from tp2qual.lane_changes import plan_lines
 from tp2qual.redact import Redactor
 from tp2qual.serving.identity import host_identity, model_identity
 from tp2qual.serving.managed import ManagedServer, build_launcher
@@ -44,7 +44,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtestloop(session: pytest.Session) -> bool | None:
-    """``--plan``: print each selected candidate's launch, start nothing."""
+    """``--plan``: print each selected candidate's dry run (tp2qual.dry_run), start nothing."""
     if not session.config.getoption("plan"):
         return None
     state = session.config.stash[run_key]
@@ -59,16 +59,10 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
 
 
 def plan_for(candidate: Candidate, run_id: str) -> str:
+    """The candidate's dry run: its sections (tp2qual.dry_run), in order."""
     log = Path(gettempdir()) / "tp2qual-plan.log"  # never written: nothing starts
     launch = build_launcher(candidate, log, Redactor(candidate.env()), run_id=run_id).plan()
-    return "\n".join([*lane_plan_lines(candidate), launch])
-
-
-def lane_plan_lines(candidate: Candidate) -> list[str]:
-    """A lane's difference against its baseline (arguments added, replaced, removed; env), its
-    placeholders filled as in the launch; no lines for any other candidate."""
-    values = candidate.placeholders(port=int(candidate.launch.get("port", 0)))
-    return plan_lines(candidate.spec, candidate.lane_changes, lambda text: fill(text, values))
+    return dry_run.render(dry_run.plan_sections(candidate, launch))
 
 
 @pytest.fixture(scope="session")
