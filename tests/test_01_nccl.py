@@ -9,7 +9,8 @@ by environment …``), and no failure the diagnosis engine names (cuMem CUDA 999
 /dev/shm exhaustion, expandable-segments allocation, duplicate GPU, a hang read from the log's
 timestamps; known harmless warnings never fail). An ``NCCL WARN`` no rule explains fails only
 when the probe or a rank failed (then it is the lead); otherwise it is a notice, claimed as
-``nccl_notices`` so the finding and the report show it. TP1 candidates: not applicable.
+``probe_notices`` / ``nccl_notices`` (server log) so the finding and the report show it. TP1
+candidates: not applicable.
 
 On the CPU (a TP>1 candidate with no GPU) the engine joins its ranks over gloo and NCCL prints
 nothing: the probe runs the same orchestration over gloo, and the server log must show every TP
@@ -150,7 +151,7 @@ def test_probe_all_reduce(
         else:
             claim("probe_ranks_init_complete", "nccl_probe_analysis.json", op="field",
                   path="ranks_complete")  # fmt: skip
-        _claim_notices(claim, verdict, "nccl_probe_analysis.json")
+        _claim_notices(claim, verdict, "probe_notices", "nccl_probe_analysis.json")
         return
     loop = _closed_loop(candidate, record, gpu_snapshot, run.output)
     pytest.fail(
@@ -178,11 +179,11 @@ def test_server_log_analysis(
     else:
         claim("ranks_init_complete", "nccl_server_analysis.json", op="field", path="ranks_complete")
         claim("transports", "nccl_server_analysis.json", op="field", path="transport_kinds")
-        _claim_notices(claim, verdict, "nccl_server_analysis.json")
+        _claim_notices(claim, verdict, "nccl_notices", "nccl_server_analysis.json")
 
 
-def _claim_notices(claim: Claimer, verdict: Verdict, artifact: str) -> None:
+def _claim_notices(claim: Claimer, verdict: Verdict, name: str, artifact: str) -> None:
     """What the log warned of that fails nothing (an unexplained NCCL WARN, a known harmless
     one), claimed so the finding and the report show it beside the pass."""
     if verdict.measures.get("notices"):
-        claim("nccl_notices", artifact, op="field", path="notices")
+        claim(name, artifact, op="field", path="notices")
