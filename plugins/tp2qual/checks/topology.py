@@ -24,9 +24,11 @@ BUSY_FLOOR_MIB = 1024
 # process for it. Seen with nvidia-smi under WSL2 on display GPUs ("Disp.A On"): 1,138 MiB on an
 # RTX 5080 (driver 591.86, AlexsJones/llmfit#52), 2,880 MiB on a GeForce with applications open
 # (driver 526.98, XuehaiPan/nvitop#49); GPUs driving no display read 53-161 MiB there
-# (Syllo/nvtop#124). So up to 3 GiB on a GPU with an active display and no compute process is
-# the desktop's; a busier desktop (several 4K screens) can hold more: the candidate's
-# ``[gpus] desktop_mib`` or ``--desktop-mib`` raises it, never lowers it.
+# (Syllo/nvtop#124). NVML still answers the display flags there (nvidia-smi -a under WSL2 with
+# WDDM: "Display Active: Enabled", NVIDIA/nvidia-container-toolkit#271). So up to 3 GiB on a
+# GPU with an active display and no compute process is the desktop's; a busier desktop (several
+# 4K screens) can hold more: the candidate's ``[gpus] desktop_mib`` or ``--desktop-mib`` raises
+# it, never lowers it.
 DESKTOP_TYPICAL_MIB = 3072
 
 # Who holds a GPU's memory (``memory_holder``).
