@@ -6,8 +6,12 @@ LFS files, the git blob id for small ones) and the shards are those the index na
 speculative draft (``[model.draft]``) the same way, at a resolved 40-hex revision; a
 container candidate's local image matches its pinned digest or image id (never pulled unless
 ``--pull``); for a GPU candidate, NVML shows at least TP-size GPUs with the memory the candidate
-needs, none busy with another serve — no compute process, no running container holding GPUs
-(``--allow-busy`` overrides, recorded); WSL2 and the topology (names, UUIDs, PCIe, NVLink, P2P
+needs, none busy with another serve — no compute process, no running container holding GPUs, no
+memory held beyond what explains it (``--allow-busy`` overrides, recorded). A GPU that drives a
+display may hold the desktop's memory (under WSL2 NVML counts the Windows desktop's): with the
+display active, no compute process and no more than a desktop's typical figure (raised by
+``[gpus] desktop_mib`` or ``--desktop-mib``) it is the desktop's, said in the claim
+``gpu_memory_held_by``, not a busy GPU. WSL2 and the topology (names, UUIDs, PCIe, NVLink, P2P
 status) are recorded. Artifacts: ``identity/model.json``, ``identity/image.json``,
 ``topology.json``, ``busy.json``.
 """
@@ -60,6 +64,8 @@ def test_gpus_fit_and_are_free(
     record: CandidateRecord,
     gpu_snapshot: dict[str, Any],
     allow_busy: bool,
+    desktop_mib: float | None,
+    claim: Claimer,
 ) -> None:
     needed = candidate.gpus.get("count", 0)
     if not needed:
@@ -69,9 +75,11 @@ def test_gpus_fit_and_are_free(
         tp_size=max(needed, candidate.tp),
         min_memory_gib_per_gpu=candidate.gpus.get("memory_gib", 0),
         allow_busy=allow_busy,
+        desktop_mib=max(desktop_mib or 0, candidate.gpus.get("desktop_mib", 0)) or None,
     )
     record.evidence.write_json(
         "busy.json",
         {"allow_busy": allow_busy, "ok": verdict.ok, "reason": verdict.reason, **verdict.measures},
     )
     assert verdict.ok, verdict.reason
+    claim("gpu_memory_held_by", "busy.json", op="field", path="memory_held_by")

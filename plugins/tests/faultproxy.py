@@ -16,6 +16,8 @@ forwarded — streams chunk by chunk — with exactly one fault injected:
     repetition            chat answers with max_tokens >= 64 become '+' * 600 (the deterministic
                           gate asks for 32 tokens and passes; the repetition gate asks for 64)
     bad_tool_args         tool-call arguments replaced by ones the tool's schema rejects
+    twin_500              the first repeat of a non-streamed tool request answered HTTP 500 (gate
+                          05's non-streamed twin of a streamed call repeats its mode's request)
     over_bound_accepted   the engine's 400 for an over-length prompt becomes a 200 answer
     over_bound_500        ... becomes a 500
     exit_startup          print a line, exit 3 before serving
@@ -55,6 +57,7 @@ FAULTS = (
     "nondeterministic",
     "repetition",
     "bad_tool_args",
+    "twin_500",
     "over_bound_accepted",
     "over_bound_500",
     "exit_startup",
@@ -69,12 +72,15 @@ BAD_ARGUMENTS = '{"city": 42, "extra": true}'
 WRONG_ANSWER = "I am not sure; perhaps Berlin."
 STARTUP_EXIT_CODE, MIDRUN_EXIT_CODE = 3, 7
 DRIFT_FROM, DRIFT = 8, 1.0
+TWIN_ERROR = {"error": {"message": "injected: twin request failed", "type": "server_error"}}
 
 fault = "none"
 delay_s = 0.05
 upstream = ""
 child: subprocess.Popen[bytes] | None = None
 counter = itertools.count(1)
+tool_requests: set[str] = set()  # twin_500: non-streamed tool requests answered so far
+twin_failed = threading.Event()
 exiting = threading.Event()
 
 
@@ -119,6 +125,8 @@ def rewrite(method: str, path: str, request: dict, status: int, body: bytes) -> 
         return 500, json.dumps(error).encode()
     if not chat or status != 200:
         return status, body
+    if fault == "twin_500" and request.get("tools") and first_repeat(request):
+        return 500, json.dumps(TWIN_ERROR).encode()
     data = json.loads(body)
     if fault == "slow_decode":
         time.sleep(delay_s * ((data.get("usage") or {}).get("completion_tokens") or 1))
@@ -138,6 +146,18 @@ def rewrite(method: str, path: str, request: dict, status: int, body: bytes) -> 
             for call in message.get("tool_calls") or []:
                 call["function"]["arguments"] = BAD_ARGUMENTS
     return status, json.dumps(data).encode()
+
+
+def first_repeat(request: dict) -> bool:
+    """Whether this request repeats one answered before, for the first time."""
+    key = json.dumps(request, sort_keys=True)
+    if key not in tool_requests:
+        tool_requests.add(key)
+        return False
+    if twin_failed.is_set():
+        return False
+    twin_failed.set()
+    return True
 
 
 def drift(logprobs: dict) -> None:

@@ -233,6 +233,35 @@ def check_stream_matches(
     return Verdict.passed(**found)
 
 
+def reply_message(status: int | None, body: Any) -> tuple[dict[str, Any] | None, str]:
+    """Choice 0's message of a non-streamed chat completion, or why there is none: an HTTP
+    error (its status and body) or a 200 that carries no message. Either is the candidate's
+    answer and is judged as one, never read blindly into a KeyError."""
+    if status != 200:
+        return None, f"HTTP {status}: {_excerpt(body)}"
+    try:
+        message = body["choices"][0]["message"]
+    except (KeyError, IndexError, TypeError):
+        message = None
+    if not isinstance(message, dict):
+        return None, f"HTTP 200 without a chat completion message: {_excerpt(body)}"
+    return message, ""
+
+
+def _excerpt(body: Any, limit: int = 300) -> str:
+    text = body if isinstance(body, str) else json.dumps(body, sort_keys=True, default=str)
+    return text[:limit] + ("…" if len(text) > limit else "")
+
+
+def check_twin(streamed: dict[str, Any], status: int | None, body: Any) -> Verdict:
+    """A streamed call against its non-streamed twin's raw answer: the twin must be answered
+    (HTTP 200 with a message), then carry the same calls (:func:`check_stream_matches`)."""
+    message, problem = reply_message(status, body)
+    if message is None:
+        return Verdict.failed(f"non-streamed twin: {problem}", twin_status=status)
+    return check_stream_matches(streamed, message.get("tool_calls") or [])
+
+
 def _fold(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip().casefold()
 

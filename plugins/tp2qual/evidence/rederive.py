@@ -32,7 +32,7 @@ from tp2qual.checks.repetition import Thresholds, check
 from tp2qual.checks.stats import summarize
 from tp2qual.checks.toolcalls import (
     check_call,
-    check_stream_matches,
+    check_twin,
     check_uses_result,
     expected_finish,
     reassemble_stream,
@@ -310,8 +310,8 @@ def _judge_call(
     ]
     base = mode.removesuffix("-stream")
     if not problems and mode != base and base in run.settings.get("modes", []):
-        twin = _message(raw.get(f"{mode}-twin") or {}).get("tool_calls") or []
-        matches = check_stream_matches(got, twin)
+        twin = raw.get(f"{mode}-twin") or {}
+        matches = check_twin(got, _status(twin), twin.get("response"))
         problems += [] if matches.ok else [matches.reason]
     return problems
 

@@ -106,6 +106,14 @@ def _stall(ctx: Context, since: Line) -> float | None:
     return (last - since.ts).total_seconds()
 
 
+def ranks_short(ctx: Context) -> bool:
+    """Fewer ranks finished init than the world has (False when the world is one rank or
+    unknown): the log does not show every rank came up."""
+    ready, stated = _ranks(ctx, "COMPLETE")
+    world = _world(ctx, stated)
+    return bool(world and world > 1 and not set(ready) >= set(range(world)))
+
+
 # --- a rank that never joined ---------------------------------------------------------------
 
 
