@@ -66,6 +66,7 @@ class OverLength:
     streamed: str
     rejects_in_stream: bool = False
     messages: tuple[str, ...] = ()
+    in_stream_note: str = ""  # what the evidence says of a rejection inside a stream
 
     def names_length(self, message: str) -> bool:
         return any(re.search(pattern, message) for pattern in self.messages)

@@ -51,6 +51,7 @@ ENGINE = Engine(
         ),
         rejects_in_stream=True,
         messages=(CONTEXT_MESSAGE, ADMISSION_MESSAGE, TOTAL_MESSAGE),
+        in_stream_note="SGLang's way when its scheduler refuses it: sgl-project/sglang#12081",
     ),
     envelopes=(OBJECT_ERROR, OPENAI_ERROR),
     env_prefix="SGLANG_",
