@@ -72,3 +72,11 @@ def test_a_stream_that_answered_fails_and_contradicts_a_recorded_rejection(tmp_p
     silent = _gate_row(answered)["stream"]
     assert silent["outcome"] == "accepted" and "silently" in silent["said"]
     assert supports_pass("over_bound_stream", silent, SETTINGS) is False
+
+
+def test_a_row_from_before_the_stream_record_is_judged_on_its_verdict(tmp_path: Path) -> None:
+    answered = [{"choices": [{"index": 0, "delta": {"content": "Lisbon"}}]}]
+    old = {"check": "over_bound", "status": 400, "after_status": 200, "ok": True}
+    got = capacity(_run(tmp_path, _exchanges(answered), old))
+    assert [m.what for m in got.mismatches] == ["capacity_results.jsonl ok"]
+    assert "stream" not in got.rows["capacity_results.jsonl"][0]
