@@ -110,7 +110,8 @@ def test_over_bound_rejected_and_server_survives(
     )
     claim("over_bound_status", "capacity_results.jsonl", op="field", path="status")
     if streamed is not None:  # how the stream was refused, in the finding and the report
-        claim("over_bound_stream", "capacity_results.jsonl", op="field", path="stream")
+        claim("over_bound_stream", "capacity_results.jsonl", op="field", path="stream.outcome")
+        claim("over_bound_stream_said", "capacity_results.jsonl", op="field", path="stream.said")
     assert not problems, "; ".join(problems)
 
 

@@ -56,7 +56,7 @@ def test_a_rejection_in_the_stream_rederives_as_the_gate_recorded_it(tmp_path: P
     got = capacity(_run(tmp_path, _exchanges(chunks), row))
     assert got.mismatches == [] and got.failures == ["check needle: no result"], got
     assert got.rows["capacity_results.jsonl"][0]["stream"]["outcome"] == "rejected_in_stream"
-    assert supports_pass("over_bound_stream", row["stream"], SETTINGS) is True
+    assert supports_pass("over_bound_stream", row["stream"]["outcome"], SETTINGS) is True
 
 
 def test_a_stream_that_answered_fails_and_contradicts_a_recorded_rejection(tmp_path: Path) -> None:
@@ -71,7 +71,7 @@ def test_a_stream_that_answered_fails_and_contradicts_a_recorded_rejection(tmp_p
     }
     silent = _gate_row(answered)["stream"]
     assert silent["outcome"] == "accepted" and "silently" in silent["said"]
-    assert supports_pass("over_bound_stream", silent, SETTINGS) is False
+    assert supports_pass("over_bound_stream", silent["outcome"], SETTINGS) is False
 
 
 def test_a_row_from_before_the_stream_record_is_judged_on_its_verdict(tmp_path: Path) -> None:
