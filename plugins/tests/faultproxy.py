@@ -20,6 +20,10 @@ forwarded — streams chunk by chunk — with exactly one fault injected:
                           05's non-streamed twin of a streamed call repeats its mode's request)
     over_bound_accepted   the engine's 400 for an over-length prompt becomes a 200 answer
     over_bound_500        ... becomes a 500
+    over_bound_in_stream  a streamed chat request the engine rejects for its length (asked again
+                          non-streamed, max_tokens 1: llama-cpp-python rejects only that way)
+                          is answered as SGLang 0.5.23 answers one its scheduler refuses: HTTP
+                          200, the error as the stream's first chunk, then [DONE]
     exit_startup          print a line, exit 3 before serving
     exit_midrun           serve through readiness and model_list, then die (code 7), killing
                           the engine, on the first chat request with max_tokens > 1
@@ -40,6 +44,7 @@ import atexit
 import itertools
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -60,6 +65,7 @@ FAULTS = (
     "twin_500",
     "over_bound_accepted",
     "over_bound_500",
+    "over_bound_in_stream",
     "exit_startup",
     "exit_midrun",
     "logprob_drift",
@@ -160,6 +166,24 @@ def first_repeat(request: dict) -> bool:
     return True
 
 
+def sglang_stream_error(engine_error: bytes) -> bytes:
+    """SGLang 0.5.23's in-stream over-length rejection, with the engine's own numbers: the
+    scheduler's message (srt/managers/utils.py validate_input_length) in the chunk
+    serving_chat.py _generate_chat_stream yields (create_streaming_error_response)."""
+    text = json.dumps(json.loads(engine_error or b"{}"))
+    limit = re.search(r"maximum context length is (\d+)", text)
+    asked = re.search(r"(\d+) in the messages|contains at least (\d+)|requested (\d+)", text)
+    m = limit.group(1) if limit else "0"
+    n = next((g for g in asked.groups() if g), "0") if asked else "0"
+    message = (
+        f"Input length ({n} tokens) exceeds the maximum allowed length ({m} tokens). "
+        "Use a shorter input or enable --allow-auto-truncate."
+    )
+    error = {"object": "error", "message": message, "type": "BAD_REQUEST", "code": 400}
+    error["param"] = None
+    return f"data: {json.dumps({'error': error})}\n\ndata: [DONE]\n\n".encode()
+
+
 def drift(logprobs: dict) -> None:
     for entry in (logprobs.get("content") or [])[DRIFT_FROM:]:
         entry["logprob"] -= DRIFT
@@ -187,7 +211,17 @@ class Handler(BaseHTTPRequestHandler):
         chat = self.path.startswith("/v1/chat/completions")
         if fault == "exit_midrun" and chat and (request.get("max_tokens") or 0) > 1:
             die(MIDRUN_EXIT_CODE, f"fault exit_midrun: dying on {self.path}")
-        headers = {"Content-Type": self.headers.get("Content-Type", "application/json")}
+        # A fresh upstream connection per request: an engine that closes its connection after
+        # a broken stream (llama-cpp-python after a streamed over-length prompt) must not turn
+        # the next request into the proxy's "connection reset" 502.
+        headers = {
+            "Content-Type": self.headers.get("Content-Type", "application/json"),
+            "Connection": "close",
+        }
+        if fault == "over_bound_in_stream" and chat and request.get("stream"):
+            rejected = self.rejected_for_length(request, headers)
+            if rejected is not None:
+                return self.answer(200, sglang_stream_error(rejected), "text/event-stream")
         try:
             upstream_request = self.client.build_request(
                 self.command, upstream + self.path, content=raw, headers=headers
@@ -213,6 +247,17 @@ class Handler(BaseHTTPRequestHandler):
             return None
         finally:
             response.close()
+
+    def rejected_for_length(self, request: dict, headers: dict) -> bytes | None:
+        """The engine's 400 body for this request asked non-streamed (1 token), or None."""
+        plain = {k: v for k, v in request.items() if k not in ("stream", "stream_options")}
+        try:
+            got = self.client.post(
+                upstream + self.path, json={**plain, "max_tokens": 1}, headers=headers
+            )
+        except httpx.TransportError:
+            return None
+        return got.content if got.status_code == 400 else None
 
     def answer(self, status: int, body: bytes, kind: str = "application/json") -> None:
         self.send_response(status)

@@ -23,13 +23,12 @@ from typing import Any
 
 from tp2qual.checks.nccl import clean_lines
 from tp2qual.checks.verdict import Verdict
+from tp2qual.engines import vllm
 
-_STARTED = re.compile(
-    r"\bworld_size=(?P<world>-?\d+) rank=(?P<rank>-?\d+) local_rank=-?\d+ "
-    r"distributed_init_method=\S+ backend=(?P<backend>\w+)"
-)
-_FORMED = re.compile(r"\brank \d+ in world size (?P<world>\d+) is assigned as ")
-_NAMED = re.compile(r"\(Worker_TP(?P<tp>\d+)\b")
+# vLLM's own lines, from its module (tp2qual/engines/vllm.py, with their source).
+_STARTED = re.compile(vllm.RANK_STARTS)
+_FORMED = re.compile(vllm.GROUP_FORMED)
+_NAMED = re.compile(vllm.WORKER_NAMED_ANY)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
 from tp2qual.checks.verdict import Verdict
+from tp2qual.engines import engine_for
 
 
 def _parse_arguments(raw: Any) -> tuple[dict[str, Any] | None, str]:
@@ -76,19 +77,10 @@ def _call_shape_error(call: Any) -> str:
     return ""
 
 
-# Which finish_reason a correct call ends with, by engine and tool_choice: vLLM answers a *named*
-# tool_choice with "stop" on purpose, as OpenAI does (its chat serving code, the same in 0.22.1,
-# 0.25.1 and 0.32.0; seen on 0.32.0, recorded in plugins/tests/data/vllm-0.32.0/), and
-# "tool_calls" for required/auto; SGLang 0.5.23 says "tool_calls" for named and required.
-_FINISH_RULES: dict[tuple[str, str], tuple[frozenset[str], str]] = {
-    ("vllm", "named"): (frozenset({"stop", "tool_calls"}), "vLLM: a named tool_choice ends 'stop'"),
-}
-_DEFAULT_FINISH = (frozenset({"tool_calls"}), "a tool call ends 'tool_calls'")
-
-
 def expected_finish(engine: str, mode: str) -> tuple[frozenset[str], str]:
-    """The finish reasons a correct call may end with, and the rule that says so."""
-    return _FINISH_RULES.get((engine, mode.removesuffix("-stream")), _DEFAULT_FINISH)
+    """The finish reasons a correct call may end with, and the rule that says so: the engine's
+    own (``tp2qual.engines``; vLLM ends a named tool_choice 'stop')."""
+    return engine_for(engine).tool_finish_for(mode)
 
 
 def check_call(

@@ -3,8 +3,8 @@
 A verdict file (``deterministic_verdicts.jsonl`` …) is what a gate wrote about itself; the raw
 request/response records beside it (``deterministic.jsonl`` …) are what the server said. Here the
 same pure checks the gate ran (``checks.answers``, ``checks.repetition``, ``checks.toolcalls``,
-the capacity rules, ``perf.sampling`` and ``checks.stats``) run again on the raw records, with the
-settings the run recorded at its start (``identity/candidate.json``), never today's candidate
+``checks.overlength``, ``perf.sampling`` and ``checks.stats``) run again on the raw records, with
+the settings the run recorded at its start (``identity/candidate.json``), never today's candidate
 file. Each re-derivation gives the verdict rows as they should read (``rows``), what differs from
 the rows recorded (``mismatches``, naming the raw record), and what fails (``failures``).
 
@@ -28,6 +28,7 @@ from tp2qual.checks.answers import (
     check_reasoning_apart,
     split_reasoning,
 )
+from tp2qual.checks.overlength import PASSING, classify, over_bound_problems
 from tp2qual.checks.repetition import Thresholds, check
 from tp2qual.checks.stats import summarize
 from tp2qual.checks.toolcalls import (
@@ -37,6 +38,7 @@ from tp2qual.checks.toolcalls import (
     expected_finish,
     reassemble_stream,
 )
+from tp2qual.engines import engine_for
 from tp2qual.evidence.claims import same
 from tp2qual.perf import floors
 from tp2qual.perf.roofline import decode_bound
@@ -319,19 +321,6 @@ def _judge_call(
 # ---------------------------------------------------------------- gate 06
 
 
-def clean_rejection(status: int | None, body: object) -> str:
-    """Gate 06's rule for a prompt over the bound: a 4xx with a JSON error body."""
-    if status == 200:
-        return "accepted (HTTP 200): silently truncated or over-served"
-    if status is None or status >= 500:
-        return f"HTTP {status}: a server error, not a clean rejection"
-    if not 400 <= status < 500:
-        return f"HTTP {status}"
-    if not isinstance(body, dict) or not {"error", "detail", "message"} & body.keys():
-        return f"HTTP {status} without a JSON error body"
-    return ""
-
-
 def capacity(run: GateRun) -> Rederived:
     raw = _by_tag(run.records("capacity.jsonl"))
     out = Rederived(rows={"capacity_results.jsonl": []})
@@ -341,6 +330,8 @@ def capacity(run: GateRun) -> Rederived:
             tag, new = "needle", _needle(run, raw.get("needle"))
         else:
             tag, new = "over-bound", _over_bound(run, raw)
+            if new is not None and "stream" not in row:  # a run from before the stream record:
+                new.pop("stream", None)  # its verdict (ok) is still re-derived and compared
         if new is None:
             out.mismatches.append(
                 Mismatch(f"capacity.jsonl {tag}", "exchange", "a verdict", "no such exchange")
@@ -373,16 +364,20 @@ def _needle(run: GateRun, exchange: dict[str, Any] | None) -> dict[str, Any] | N
 
 
 def _over_bound(run: GateRun, raw: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """Gate 06's over-bound check again, by the same pure rule (``checks.overlength``)."""
     over, after = raw.get("over-bound"), raw.get("after-over-bound")
     if over is None or after is None:
         return None
-    problems = [p for p in [clean_rejection(over.get("status"), over.get("response"))] if p]
+    known = engine_for(run.engine).over_length
+    plain = classify(over.get("status"), over.get("response"), over_length=known)
+    streamed = None
     if run.settings.get("stream_over_bound"):
         stream = raw.get("over-bound-stream") or {}
-        problem = clean_rejection(stream.get("status"), stream.get("error_body"))
-        problems += [f"streamed: {problem}"] if problem else []
-    problems += [] if after.get("status") == 200 else ["server unhealthy afterwards"]
-    return {"status": over.get("status"), "after_status": after.get("status"), "ok": not problems}
+        chunks = _chunks(stream)[0] if "chunks" in stream else None
+        streamed = classify(stream.get("status"), stream.get("error_body"), chunks, known)
+    problems = over_bound_problems(plain, streamed, after.get("status"))
+    new = {"status": over.get("status"), "after_status": after.get("status"), "ok": not problems}
+    return new | ({"stream": streamed.as_dict()} if streamed else {})
 
 
 # ---------------------------------------------------------------- gate 07
@@ -546,6 +541,7 @@ SUPPORTS_PASS: dict[str, Callable[[Any, Mapping[str, Any]], bool]] = {
     "tool_calls_checked": _some,
     "needle_prompt_fill": lambda v, s: isinstance(v, int | float) and v >= s["fill"] - 0.05,
     "over_bound_status": lambda v, _s: isinstance(v, int) and 400 <= v < 500,
+    "over_bound_stream": lambda v, _s: v in PASSING,
     "samples": lambda v, s: isinstance(v, int) and v >= s["samples"],
 }
 

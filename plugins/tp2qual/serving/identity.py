@@ -21,6 +21,7 @@ import httpx
 
 from tp2qual.candidate import Candidate, cache_dir
 from tp2qual.draft import draft_pin
+from tp2qual.engines import engine_for
 from tp2qual.exceptions import PinMismatch
 from tp2qual.gpu import host_info
 from tp2qual.serving.hub_snapshot import DigestCache, SnapshotMismatch, check_snapshot
@@ -125,9 +126,7 @@ def engine_identity(
         "kind": candidate.engine,
         "chat_format": candidate.spec["engine"].get("chat_format"),
     }
-    # SGLang renamed /get_server_info to /server_info (the old path is a deprecated alias).
-    probes = {"vllm": ("/version",), "sglang": ("/server_info", "/get_server_info")}
-    paths = probes.get(candidate.engine, ())
+    paths = engine_for(candidate.engine).identity_paths  # tried in order; a 404 tries the next
     for path in paths:
         try:
             response = httpx.get(base_url + path, timeout=5, trust_env=False)

