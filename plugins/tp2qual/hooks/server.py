@@ -25,6 +25,7 @@ from tp2qual.hooks.candidates import run_key
 from tp2qual.hooks.gating import candidate_of, gate_of
 from tp2qual.hooks.progress import watch_for
 from tp2qual.redact import Redactor
+from tp2qual.serving.engine_check import plan_lines as engine_check_plan
 from tp2qual.serving.identity import host_identity, model_identity
 from tp2qual.serving.managed import ManagedServer, build_launcher
 from tp2qual.serving.server import Api, Server
@@ -59,7 +60,8 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
 
 def plan_for(candidate: Candidate, run_id: str) -> str:
     log = Path(gettempdir()) / "tp2qual-plan.log"  # never written: nothing starts
-    return build_launcher(candidate, log, Redactor(candidate.env()), run_id=run_id).plan()
+    launch = build_launcher(candidate, log, Redactor(candidate.env()), run_id=run_id).plan()
+    return "\n".join([launch, *engine_check_plan(candidate, run_id)])
 
 
 @pytest.fixture(scope="session")
