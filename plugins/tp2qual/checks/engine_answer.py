@@ -67,8 +67,7 @@ def judge(answer: Mapping[str, Any], *, platform: str) -> Verdict:
         )
         refusals += [] if "env" in answer else list(static.get("problems", []))
     else:
-        refusals += _parse_refusals(engine, answer)
-        notices += _abbreviation_notices(engine, answer)
+        refusals += _parse_refusals(engine, answer) + _abbreviations(engine, answer)
     for name, fact in sorted((answer.get("env") or {}).items()):
         refusal, notice = _env_fact(engine, name, fact, platform)
         refusals += [refusal] if refusal else []
@@ -90,11 +89,15 @@ def _parse_refusals(engine: str, answer: Mapping[str, Any]) -> list[str]:
     return []
 
 
-def _abbreviation_notices(engine: str, answer: Mapping[str, Any]) -> list[str]:
+def _abbreviations(engine: str, answer: Mapping[str, Any]) -> list[str]:
+    """A flag the engine reads only as a prefix of a longer one. The engine accepts it (argparse's
+    allow_abbrev: vLLM 0.32.0 reads ``--max-num-seq 1`` as ``--max-num-seqs 1``), but the suite
+    reads the launch by full flag names (the one-request rule, lanes), so it would misread it:
+    refused by the suite, with the engine's reading stated."""
     found = (answer.get("parse") or {}).get("abbreviations") or {}
     return [
-        f"{written}: {engine} reads it as {full} (argparse accepts a unique prefix); the suite "
-        f"reads flags by their full name, so write {full}"
+        f"{written}: not a {engine} flag; {engine} would read it as {full} (argparse takes a "
+        f"unique prefix), and the suite reads flags by full name: write {full}"
         for written, full in sorted(found.items())
     ]
 

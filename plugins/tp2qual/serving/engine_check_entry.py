@@ -88,15 +88,18 @@ def _first(*modules: str) -> Any:
 def _parse(parser: argparse.ArgumentParser, args: Sequence[str]) -> dict[str, Any]:
     """The parser's verdict: its namespace, or its own error text (argparse exits 2)."""
     err = io.StringIO()
+    abbreviations = _abbreviations(parser, args)
     try:
         with contextlib.redirect_stderr(err):
             namespace = parser.parse_args(list(args))
     except SystemExit as exc:
-        return {"accepted": False, "exit": exc.code, "error": err.getvalue().strip()}
+        error = err.getvalue().strip()
+        return {"accepted": False, "exit": exc.code, "error": error, "abbreviations": abbreviations}
     except Exception as exc:  # a parser hook raising (vLLM: "`model` should be provided …")
-        return {"accepted": False, "error": f"{type(exc).__name__}: {exc}"}
+        error = f"{type(exc).__name__}: {exc}"
+        return {"accepted": False, "error": error, "abbreviations": abbreviations}
     values = {k: v for k, v in vars(namespace).items() if _plain(v)}
-    return {"accepted": True, "namespace": values, "abbreviations": _abbreviations(parser, args)}
+    return {"accepted": True, "namespace": values, "abbreviations": abbreviations}
 
 
 def _plain(value: Any) -> bool:
