@@ -12,9 +12,10 @@ mounted into an image as it is.
 
 Where each part lives (read in the engines' sources):
 - vLLM 0.32.0: ``make_arg_parser`` and ``validate_parsed_serve_args`` in
-  vllm/entrypoints/launchers/cli_args.py (vllm/entrypoints/openai/cli_args.py before 0.26, the
-  module ``python -m vllm.entrypoints.openai.api_server`` still runs), ``FlexibleArgumentParser``
-  in vllm/utils/argparse_utils.py, the variables in vllm/envs.py ``environment_variables``, and
+  vllm/entrypoints/launchers/cli_args.py (older releases: vllm/entrypoints/openai/cli_args.py,
+  tried second), the parser ``python -m vllm.entrypoints.openai.api_server`` builds (its main, in
+  vllm/entrypoints/launchers/api_server/entry.py), ``FlexibleArgumentParser`` in
+  vllm/utils/argparse_utils.py, the variables in vllm/envs.py ``environment_variables``, and
   the "Unknown vLLM environment variable detected" check in vllm/platforms/interface.py
   ``Platform.validate_environ``.
 - SGLang 0.5.23: ``ServerArgs.add_cli_args`` on ``argparse.ArgumentParser(prog="sglang serve")``
