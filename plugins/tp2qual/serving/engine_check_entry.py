@@ -64,8 +64,8 @@ def _version(*dists: str) -> str | None:
     return None
 
 
-def _import_failure(exc: ImportError) -> str:
-    """The error and the engine file and line whose import failed (``a/b.py:84``)."""
+def _import_failure(exc: Exception) -> str:
+    """The error and the engine file and line where building the parser failed (``a/b.py:84``)."""
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if "importlib" not in f.filename]
     where = ""
     if frames:
@@ -151,15 +151,17 @@ def _comment_above(source: list[str], name: str) -> str:
 
 def vllm(args: Sequence[str], names: Sequence[str]) -> dict[str, Any]:
     began = time.monotonic()
-    try:
+    described = "vLLM OpenAI-Compatible RESTful API server."  # as the entry point builds it
+    try:  # anything failing here (an import, a platform probe without GPU) means: not built
         argparse_utils = _first("vllm.utils.argparse_utils", "vllm.utils")
         cli_args = _first("vllm.entrypoints.launchers.cli_args", "vllm.entrypoints.openai.cli_args")
         import vllm.envs as envs
-    except ImportError as exc:
+
+        imported_s = time.monotonic() - began
+        flexible = argparse_utils.FlexibleArgumentParser(description=described)
+        parser = cli_args.make_arg_parser(flexible)
+    except Exception as exc:
         return {"importable": False, "import_error": _import_failure(exc)}
-    imported_s = time.monotonic() - began
-    described = "vLLM OpenAI-Compatible RESTful API server."  # as the entry point builds it
-    parser = cli_args.make_arg_parser(argparse_utils.FlexibleArgumentParser(description=described))
     parsed = _parse(parser, args)
     if parsed["accepted"] and hasattr(cli_args, "validate_parsed_serve_args"):
         namespace = parser.parse_args(list(args))
@@ -195,14 +197,17 @@ def _vllm_unknown_words(name: str) -> str:
     """vLLM's own refusal of an unknown ``VLLM_*`` (Platform.validate_environ with hard_fail),
     run with only that variable set; the registry's answer where the check does not exist."""
     try:
-        from vllm.platforms.interface import Platform
-    except ImportError:
+        check = getattr(importlib.import_module("vllm.platforms.interface").Platform,
+                        "validate_environ", None)  # fmt: skip
+    except (ImportError, AttributeError):
+        check = None
+    if check is None:
         return f"{name} is not in vllm.envs.environment_variables"
     saved = dict(os.environ)
     os.environ.clear()
     os.environ[name] = saved.get(name, "")
     try:
-        return _checked(lambda: Platform.validate_environ(hard_fail=True)) or ""
+        return _checked(lambda: check(hard_fail=True)) or ""
     finally:
         os.environ.clear()
         os.environ.update(saved)
@@ -214,18 +219,19 @@ def _vllm_unknown_words(name: str) -> str:
 def sglang(args: Sequence[str], names: Sequence[str]) -> dict[str, Any]:
     began = time.monotonic()
     environ = _sglang_environ()  # before the rest: its deprecation warnings fire at import
-    try:
+    try:  # as for vLLM: any failure here means the parser could not be built
         from sglang.srt.server_args import ServerArgs
-    except ImportError as exc:
+
+        imported_s = time.monotonic() - began
+        parser = argparse.ArgumentParser(prog="sglang serve")  # as prepare_server_args builds it
+        ServerArgs.add_cli_args(parser)
+    except Exception as exc:
         return {
             "importable": False,
             "import_error": _import_failure(exc),
             "version": _version("sglang"),
             "env": _sglang_env(environ, names),
         }
-    imported_s = time.monotonic() - began
-    parser = argparse.ArgumentParser(prog="sglang serve")  # as prepare_server_args builds it
-    ServerArgs.add_cli_args(parser)
     return {
         "importable": True,
         "version": _version("sglang"),
