@@ -12,8 +12,11 @@ display may hold the desktop's memory (under WSL2 NVML counts the Windows deskto
 display active, no compute process and no more than a desktop's typical figure (raised by
 ``[gpus] desktop_mib`` or ``--desktop-mib``) it is the desktop's, said in the claim
 ``gpu_memory_held_by``, not a busy GPU. WSL2 and the topology (names, UUIDs, PCIe, NVLink, P2P
-status) are recorded. Artifacts: ``identity/model.json``, ``identity/image.json``,
-``topology.json``, ``busy.json``.
+status) are recorded; the engine's own argument parser and environment registry accept the exact
+launch (run in the engine's Python or the pinned image, never starting the server: an unknown
+flag, a rejected value or a variable the engine lacks fails in the engine's words; a variable it
+ignores here is a notice). Artifacts: ``identity/model.json``, ``identity/image.json``,
+``engine_check.json``, ``topology.json``, ``busy.json``.
 """
 
 from __future__ import annotations
@@ -57,6 +60,42 @@ def test_image_pin_matches(candidate: Candidate, record: CandidateRecord, claim:
     record.identity["image"] = facts
     record.evidence.write_json("identity/image.json", facts)
     claim("image_id", "identity/image.json", op="field", path="image_id")
+
+
+def test_engine_accepts_launch(
+    candidate: Candidate, record: CandidateRecord, claim: Claimer
+) -> None:
+    from tp2qual.checks.engine_answer import judge
+    from tp2qual.serving import engine_check
+
+    asked = engine_check.question(candidate)
+    if asked is None:
+        pytest.skip(engine_check.not_asked(candidate))
+    image = None
+    if candidate.launcher_kind == "docker":  # run in exactly the image the pin check proved
+        image = (record.identity.get("image") or {}).get("image_id")
+        if not image:
+            pytest.skip("the image pin is not verified: no image to ask the engine in")
+    run = engine_check.ask_engine(candidate, asked, image=image, run_id=record.run_id)
+    record.evidence.write_text("engine_check.log", run.output)
+    if run.answer is None:  # the check itself broke: the suite's fault, not the candidate's
+        raise RuntimeError(
+            f"the engine check printed no answer (exit {run.returncode} after {run.seconds} s; "
+            f"engine_check.log): {run.output[-800:]}"
+        )
+    answer = engine_check.with_fallback(candidate, run.answer)
+    platform = engine_check.platform_of(candidate)
+    verdict = judge(answer, platform=platform)
+    record.evidence.write_json(
+        engine_check.ARTIFACT,
+        {"argv": engine_check.check_argv(candidate, asked.redacted(record.evidence.redactor),
+                                         image=image, run_id=record.run_id),
+         "seconds": run.seconds,
+         "platform": platform, "answer": answer, "accepted": verdict.ok, **verdict.measures},
+    )  # fmt: skip
+    claim("engine_accepts_launch", engine_check.ARTIFACT, op="field", path="accepted")
+    claim("engine_notices", engine_check.ARTIFACT, op="field", path="notices")
+    assert verdict.ok, verdict.reason
 
 
 def test_gpus_fit_and_are_free(

@@ -13,14 +13,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tp2qual.candidate import ADMISSION_FLAG, Candidate, admission_flags, fill
-from tp2qual.checks.engine_env import ENGINE_PREFIX
 from tp2qual.checks.topology import BUSY_FLOOR_MIB
 from tp2qual.draft import draft_pin
 from tp2qual.engine_env import candidate_env_problems, env_basis
+from tp2qual.engines import engine_for
 from tp2qual.exceptions import CandidateError
 from tp2qual.lane_changes import plan_lines
 from tp2qual.perf.comparison import compare_baseline, roofline_for
 from tp2qual.perf.floors import judged_floors
+from tp2qual.serving.engine_check import plan_lines as engine_check_lines
 from tp2qual.serving.launchers.docker.image_ref import image_reference, is_by_digest
 from tp2qual.serving.launchers.docker.pins import resolve_pin
 
@@ -125,6 +126,7 @@ def preflight_lines(candidate: Candidate) -> list[str]:
         *model_lines(candidate),
         *gpu_lines(candidate),
         *image_pin_lines(candidate),
+        *engine_check_lines(candidate),
         *engine_env_lines(candidate),
     ]
 
@@ -187,7 +189,7 @@ def image_pin_lines(candidate: Candidate) -> list[str]:
 def engine_env_lines(candidate: Candidate) -> list[str]:
     """What the engine variables are checked against, and each one refused before the start."""
     lines = [f"engine variables: {env_basis(candidate)}"]
-    if candidate.engine not in ENGINE_PREFIX:
+    if engine_for(candidate.engine).env_prefix is None:
         return lines
     refused = [f"refused: {line}" for line in candidate_env_problems(candidate)]
     return lines + (refused or ["none set that the engine would ignore"])

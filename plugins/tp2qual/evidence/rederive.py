@@ -28,6 +28,7 @@ from tp2qual.checks.answers import (
     check_reasoning_apart,
     split_reasoning,
 )
+from tp2qual.checks.engine_answer import judge as judge_engine_answer
 from tp2qual.checks.overlength import PASSING, classify, over_bound_problems
 from tp2qual.checks.repetition import Thresholds, check
 from tp2qual.checks.stats import summarize
@@ -513,7 +514,31 @@ def agreement(run: GateRun) -> Rederived:
 Rederiver = Callable[[GateRun], Rederived]
 
 # One entry per gate that has raw exchanges to re-derive from.
+ENGINE_CHECK = "engine_check.json"  # gate 00's engine answer (tests/test_00_preflight.py)
+
+
+def preflight(run: GateRun) -> Rederived:
+    """Gate 00's engine check: the engine's recorded answer judged again. (Its pins are
+    re-checked by verify's own pin checks; a run whose engine was never asked has no answer.)"""
+    out = Rederived()
+    path = run.root / ENGINE_CHECK
+    if not path.is_file():
+        return out
+    try:
+        recorded = json.loads(path.read_text())
+        verdict = judge_engine_answer(recorded["answer"], platform=recorded["platform"])
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise Unrederivable(f"{ENGINE_CHECK} does not hold an engine answer: {exc!r}") from None
+    new = {"accepted": verdict.ok, **verdict.measures}
+    out.records = 1
+    out.compare(ENGINE_CHECK, ENGINE_CHECK, recorded, **new)
+    out.rows[ENGINE_CHECK] = [{**recorded, **new}]
+    out.failures += [f"{ENGINE_CHECK}: {r}" for r in verdict.measures["refusals"]]
+    return out
+
+
 REDERIVERS: dict[str, Rederiver] = {
+    "preflight": preflight,
     "deterministic": deterministic,
     "repetition": repetition,
     "tool_calls": tool_calls,
@@ -533,6 +558,7 @@ def _some(value: Any, _settings: Mapping[str, Any]) -> bool:
 
 # What a claim's value must be for its gate to have passed, by claim name (settings: the gate's).
 SUPPORTS_PASS: dict[str, Callable[[Any, Mapping[str, Any]], bool]] = {
+    "engine_accepts_launch": _true,
     "known_answers_correct": _true,
     "answers_identical_over_repeats": _true,
     "long_outputs_clean": _true,
