@@ -3,12 +3,20 @@
 Pass means: the model the candidate pins resolves to exactly the pinned bytes — a local file by its
 sha256, a hub snapshot file by file: each resolves to a blob whose digest is its name (sha256 for
 LFS files, the git blob id for small ones) and the shards are those the index names; a
+speculative draft (``[model.draft]``) the same way, at a resolved 40-hex revision; a
 container candidate's local image matches its pinned digest or image id (never pulled unless
 ``--pull``); for a GPU candidate, NVML shows at least TP-size GPUs with the memory the candidate
-needs, none busy with another serve — no compute process, no running container holding GPUs
-(``--allow-busy`` overrides, recorded); WSL2 and the topology (names, UUIDs, PCIe, NVLink, P2P
-status) are recorded. Artifacts: ``identity/model.json``, ``identity/image.json``,
-``topology.json``, ``busy.json``.
+needs, none busy with another serve — no compute process, no running container holding GPUs, no
+memory held beyond what explains it (``--allow-busy`` overrides, recorded). A GPU that drives a
+display may hold the desktop's memory (under WSL2 NVML counts the Windows desktop's): with the
+display active, no compute process and no more than a desktop's typical figure (raised by
+``[gpus] desktop_mib`` or ``--desktop-mib``) it is the desktop's, said in the claim
+``gpu_memory_held_by``, not a busy GPU. WSL2 and the topology (names, UUIDs, PCIe, NVLink, P2P
+status) are recorded; the engine's own argument parser and environment registry accept the exact
+launch (run in the engine's Python or the pinned image, never starting the server: an unknown
+flag, a rejected value or a variable the engine lacks fails in the engine's words; a variable it
+ignores here is a notice). Artifacts: ``identity/model.json``, ``identity/image.json``,
+``engine_check.json``, ``topology.json``, ``busy.json``.
 """
 
 from __future__ import annotations
@@ -27,6 +35,14 @@ def test_model_pin_resolves(model_pin: dict[str, Any], claim: Claimer) -> None:
     # model_pin raised PinMismatch, naming the file and pin, if the bytes are not the pinned ones
     assert model_pin["content_addresses"], "no model file proven"
     claim("content_addresses", "identity/model.json", op="field", path="content_addresses")
+    if "draft" in model_pin:  # a speculative lane's draft, proven as the model is
+        assert model_pin["draft"]["content_addresses"], "no draft file proven"
+        claim(
+            "draft_content_addresses",
+            "identity/model.json",
+            op="field",
+            path="draft.content_addresses",
+        )
 
 
 def test_image_pin_matches(candidate: Candidate, record: CandidateRecord, claim: Claimer) -> None:
@@ -46,11 +62,49 @@ def test_image_pin_matches(candidate: Candidate, record: CandidateRecord, claim:
     claim("image_id", "identity/image.json", op="field", path="image_id")
 
 
+def test_engine_accepts_launch(
+    candidate: Candidate, record: CandidateRecord, claim: Claimer
+) -> None:
+    from tp2qual.checks.engine_answer import judge
+    from tp2qual.serving import engine_check
+
+    asked = engine_check.question(candidate)
+    if asked is None:
+        pytest.skip(engine_check.not_asked(candidate))
+    image = None
+    if candidate.launcher_kind == "docker":  # run in exactly the image the pin check proved
+        image = (record.identity.get("image") or {}).get("image_id")
+        if not image:
+            pytest.skip("the image pin is not verified: no image to ask the engine in")
+    run = engine_check.ask_engine(candidate, asked, image=image, run_id=record.run_id)
+    record.evidence.write_text("engine_check.log", run.output)
+    if run.answer is None:  # the check itself broke: the suite's fault, not the candidate's
+        raise RuntimeError(
+            f"the engine check printed no answer (exit {run.returncode} after {run.seconds} s; "
+            f"engine_check.log): {run.output[-800:]}"
+        )
+    answer = engine_check.with_fallback(candidate, run.answer)
+    platform = engine_check.platform_of(candidate)
+    verdict = judge(answer, platform=platform)
+    record.evidence.write_json(
+        engine_check.ARTIFACT,
+        {"argv": engine_check.check_argv(candidate, asked.redacted(record.evidence.redactor),
+                                         image=image, run_id=record.run_id),
+         "seconds": run.seconds,
+         "platform": platform, "answer": answer, "accepted": verdict.ok, **verdict.measures},
+    )  # fmt: skip
+    claim("engine_accepts_launch", engine_check.ARTIFACT, op="field", path="accepted")
+    claim("engine_notices", engine_check.ARTIFACT, op="field", path="notices")
+    assert verdict.ok, verdict.reason
+
+
 def test_gpus_fit_and_are_free(
     candidate: Candidate,
     record: CandidateRecord,
     gpu_snapshot: dict[str, Any],
     allow_busy: bool,
+    desktop_mib: float | None,
+    claim: Claimer,
 ) -> None:
     needed = candidate.gpus.get("count", 0)
     if not needed:
@@ -60,9 +114,11 @@ def test_gpus_fit_and_are_free(
         tp_size=max(needed, candidate.tp),
         min_memory_gib_per_gpu=candidate.gpus.get("memory_gib", 0),
         allow_busy=allow_busy,
+        desktop_mib=max(desktop_mib or 0, candidate.gpus.get("desktop_mib", 0)) or None,
     )
     record.evidence.write_json(
         "busy.json",
         {"allow_busy": allow_busy, "ok": verdict.ok, "reason": verdict.reason, **verdict.measures},
     )
     assert verdict.ok, verdict.reason
+    claim("gpu_memory_held_by", "busy.json", op="field", path="memory_held_by")

@@ -7,7 +7,10 @@ every rank reaching ``Init COMPLETE`` with nranks = TP, transports that match th
 ``via P2P/…`` when P2P is disabled, ``via SHM/…`` instead), the overrides acknowledged (``… set
 by environment …``), and no failure the diagnosis engine names (cuMem CUDA 999, P2P across PCIe,
 /dev/shm exhaustion, expandable-segments allocation, duplicate GPU, a hang read from the log's
-timestamps; known harmless warnings never fail). TP1 candidates: not applicable.
+timestamps; known harmless warnings never fail). An ``NCCL WARN`` no rule explains fails only
+when the probe or a rank failed (then it is the lead); otherwise it is a notice, claimed as
+``probe_notices`` / ``nccl_notices`` (server log) so the finding and the report show it. TP1
+candidates: not applicable.
 
 On the CPU (a TP>1 candidate with no GPU) the engine joins its ranks over gloo and NCCL prints
 nothing: the probe runs the same orchestration over gloo, and the server log must show every TP
@@ -43,11 +46,23 @@ pytestmark = pytest.mark.nccl
 ACKNOWLEDGED = ("NCCL_P2P_DISABLE", "NCCL_CUMEM_ENABLE", "NCCL_CUMEM_HOST_ENABLE")
 
 
-def _judge(candidate: Candidate, record: CandidateRecord, text: str, *, timed_out: bool) -> Verdict:
+def _judge(
+    candidate: Candidate,
+    record: CandidateRecord,
+    text: str,
+    *,
+    timed_out: bool,
+    failed: bool = False,
+) -> Verdict:
     settings = settings_in_force(candidate, record.identity)
     env = settings["env"]
     log = nccl.analyze(
-        text, env=env, container=settings["container"], host=settings["host"], tp=candidate.tp
+        text,
+        env=env,
+        container=settings["container"],
+        host=settings["host"],
+        tp=candidate.tp,
+        failed=failed or timed_out,
     )
     return nccl.check(
         log,
@@ -71,7 +86,8 @@ def _judge_probe(candidate: Candidate, record: CandidateRecord, run: ProbeRun) -
         summed, facts = Verdict.failed(str(exc)), {"report": None}
     if backend_of(candidate) == "gloo":
         return Verdict(summed.ok, summed.reason, facts)
-    log = _judge(candidate, record, run.output, timed_out=run.timed_out)
+    failed = run.returncode != 0 or not summed.ok
+    log = _judge(candidate, record, run.output, timed_out=run.timed_out, failed=failed)
     if facts["report"] is None:
         return Verdict(log.ok, log.reason, {**log.measures, **facts})
     reason = log.reason if not log.ok else summed.reason
@@ -135,6 +151,7 @@ def test_probe_all_reduce(
         else:
             claim("probe_ranks_init_complete", "nccl_probe_analysis.json", op="field",
                   path="ranks_complete")  # fmt: skip
+        _claim_notices(claim, verdict, "probe_notices", "nccl_probe_analysis.json")
         return
     loop = _closed_loop(candidate, record, gpu_snapshot, run.output)
     pytest.fail(
@@ -162,3 +179,11 @@ def test_server_log_analysis(
     else:
         claim("ranks_init_complete", "nccl_server_analysis.json", op="field", path="ranks_complete")
         claim("transports", "nccl_server_analysis.json", op="field", path="transport_kinds")
+        _claim_notices(claim, verdict, "nccl_notices", "nccl_server_analysis.json")
+
+
+def _claim_notices(claim: Claimer, verdict: Verdict, name: str, artifact: str) -> None:
+    """What the log warned of that fails nothing (an unexplained NCCL WARN, a known harmless
+    one), claimed so the finding and the report show it beside the pass."""
+    if verdict.measures.get("notices"):
+        claim(name, artifact, op="field", path="notices")

@@ -8,6 +8,9 @@ values, the finish reason the engine gives a correct call (``tool_calls``; vLLM 
 applied); a streamed call reassembles to the non-streamed one
 with its name sent once; and a follow-up turn carrying the tool result gets an answer that uses
 it (mode ``result``). Modes the candidate does not require are skipped with its written reason.
+Every request — each mode's, the twin, the result turn's two — must be answered: an HTTP error
+or a reply with no message fails the candidate with the status and the body, never a suite
+error from reading a message that is not there.
 """
 
 from __future__ import annotations
@@ -18,12 +21,13 @@ import pytest
 
 from tp2qual.checks.toolcalls import (
     check_call,
-    check_stream_matches,
+    check_twin,
     check_uses_result,
     expected_finish,
     reassemble_stream,
+    reply_message,
 )
-from tp2qual.gates import Api, Candidate, CandidateRecord, Claimer, chat_body, messages
+from tp2qual.gates import Api, Candidate, CandidateRecord, Claimer, Exchange, chat_body, messages
 
 pytestmark = pytest.mark.tool_calls
 
@@ -58,6 +62,14 @@ def _expected_values(calls: list[dict], expect: dict) -> list[str]:
     ]
 
 
+def _answered(reply: Exchange, what: str) -> dict:
+    """The reply's message; an HTTP error or a reply without one fails the candidate, with
+    the status and the body in the reason."""
+    message, problem = reply_message(reply.status, reply.body)
+    assert message is not None, f"{what}: {problem}"
+    return message
+
+
 def _require(candidate: Candidate, mode: str) -> dict:
     settings = candidate.gate("tool_calls")
     if mode not in settings["modes"]:
@@ -78,8 +90,7 @@ def test_tool_call(
         calls, finish = got["tool_calls"], got["finish_reason"]
     else:
         reply = api.chat(mode, _body(candidate, settings, mode))
-        assert reply.status == 200, f"{mode}: HTTP {reply.status}: {reply.body}"
-        calls, finish = reply.message.get("tool_calls"), reply.finish_reason
+        calls, finish = _answered(reply, mode).get("tool_calls"), reply.finish_reason
     finishes, rule = expected_finish(candidate.engine, mode)
     verdict = check_call(calls, finish, tool["name"], tool["parameters"], finishes, rule)
     problems = (
@@ -93,7 +104,7 @@ def test_tool_call(
         and mode.removesuffix("-stream") in settings["modes"]
     ):
         twin = api.chat(f"{mode}-twin", _body(candidate, settings, mode.removesuffix("-stream")))
-        matches = check_stream_matches(got, twin.message.get("tool_calls") or [])
+        matches = check_twin(got, twin.status, twin.body)
         problems += [] if matches.ok else [matches.reason]
     record.evidence.append_jsonl(
         "tool_calls_verdicts.jsonl",
@@ -108,9 +119,9 @@ def test_tool_result_is_used(api: Api, candidate: Candidate, record: CandidateRe
     settings = _require(candidate, "result")
     first_mode = next(m for m in settings["modes"] if not m.endswith("-stream"))
     reply = api.chat("result-call", _body(candidate, settings, first_mode))
-    assert reply.status == 200, f"HTTP {reply.status}: {reply.body}"
-    calls = reply.message.get("tool_calls") or []
-    assert calls, f"no tool call to answer: {reply.message}"
+    called = _answered(reply, "result-call")
+    calls = called.get("tool_calls") or []
+    assert calls, f"no tool call to answer: {called}"
     turns = [
         *_messages(settings),
         {"role": "assistant", "content": "", "tool_calls": calls[:1]},
@@ -123,8 +134,8 @@ def test_tool_result_is_used(api: Api, candidate: Candidate, record: CandidateRe
     answer = api.chat(
         "result-answer", chat_body(candidate, turns, max_tokens=settings["max_tokens"])
     )
-    assert answer.status == 200, f"HTTP {answer.status}: {answer.body}"
-    verdict = check_uses_result(answer.message.get("content") or "", settings["result_expect"])
+    content = _answered(answer, "result-answer").get("content") or ""
+    verdict = check_uses_result(content, settings["result_expect"])
     record.evidence.append_jsonl(
         "tool_calls_verdicts.jsonl",
         {

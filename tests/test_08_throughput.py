@@ -4,12 +4,15 @@ Runs only after every functional gate passed (a corrupt server is not benchmarke
 after a discarded warm-up, at least five streamed samples, one request at a time, with a fixed
 prompt and output length, each yielding TTFT, TPOT, inter-chunk gaps, decode tokens/s and
 end-to-end time (definitions in ``tp2qual.sampling``); the statistics (mean, median, stdev,
-p90/p99, 95 % CI) derived from the samples; and every floor the candidate sets met. Beside the
+p90/p99, 95 % CI) derived from the samples; and every floor met in its direction (rates ≥,
+latencies ≤: ``tp2qual.perf.floors``), each floor written in the candidate or derived from this
+run's evidence, with its source; a candidate with no floor says so, never "floors met". Beside the
 samples: the engine's own timings over the same window (vLLM/SGLang ``/metrics`` histograms,
 llama.cpp's per-request perf log), ratios to the candidate's dated TP1 baseline (corroborated
 only by a local finding) and the decode rate as a fraction of the GPUs' roofline.
 Artifacts: ``throughput_samples.jsonl`` (one line per request), ``throughput_summary.json``,
-``server_timings.json``, ``throughput_comparison.json``, ``roofline.json``.
+``server_timings.json``, ``throughput_comparison.json``, ``roofline.json``,
+``throughput_floors.json``.
 """
 
 from __future__ import annotations
@@ -18,8 +21,10 @@ import pytest
 
 from tp2qual.checks.stats import summarize
 from tp2qual.evidence.claims import read_records
+from tp2qual.exceptions import CandidateError
 from tp2qual.gates import Api, Candidate, CandidateRecord, Claimer, read_finding
 from tp2qual.perf.comparison import compare_baseline, roofline_for
+from tp2qual.perf.floors import FLOORS_FILE, judged_floors, misses
 from tp2qual.perf.server_timings import ServerWindow
 from tp2qual.perf.throughput import measure, request_body
 
@@ -57,23 +62,24 @@ def test_single_stream_samples(
         for stat in ("median", "mean"):
             claim(f"{name}_{stat}", SAMPLES, op=stat, field=name, where={"phase": "sample"})
     claim("samples", SAMPLES, op="count", where={"phase": "sample"})
-    _compare(candidate, record, summary, claim)
-    floors = settings["floors"]
-    missed = [
-        f"{k} = {_stat(summary, k):.3g} below floor {v}"
-        for k, v in floors.items()
-        if _stat(summary, k) < v
-    ]
+    comparison, roof = _compare(candidate, record, summary, claim)
+    judged = judged_floors(settings, comparison, roof)
+    record.evidence.write_json(FLOORS_FILE, judged.as_dict())
+    claim("floors_judged", FLOORS_FILE, op="field", path="count")  # 0: none set, said so
+    if judged.not_derived:
+        raise CandidateError("; ".join(judged.not_derived), candidate=candidate.name)
+    missed = misses(judged.floors, _samples(record))
     assert not missed, "; ".join(missed)
 
 
-def _compare(candidate: Candidate, record: CandidateRecord, summary: dict, claim: Claimer) -> None:
+def _compare(
+    candidate: Candidate, record: CandidateRecord, summary: dict, claim: Claimer
+) -> tuple[dict, dict]:
     """TP1 baseline ratios and the roofline fraction, recorded beside the samples."""
     baseline = candidate.spec.get("baseline")
     recorded = read_finding(baseline.get("finding"), record.evidence.root) if baseline else None
-    record.evidence.write_json(
-        "throughput_comparison.json", compare_baseline(summary, baseline, recorded)
-    )
+    comparison = compare_baseline(summary, baseline, recorded)
+    record.evidence.write_json("throughput_comparison.json", comparison)
     roof = roofline_for(
         candidate.model,
         candidate.gpus,
@@ -84,12 +90,8 @@ def _compare(candidate: Candidate, record: CandidateRecord, summary: dict, claim
     record.evidence.write_json("roofline.json", roof)
     if roof["computed"]:
         claim("decode_fraction_of_roofline", "roofline.json", op="field", path="fraction")
+    return comparison, roof
 
 
 def _samples(record: CandidateRecord) -> list[dict]:
     return [r for r in read_records(record.evidence.root / SAMPLES) if r["phase"] == "sample"]
-
-
-def _stat(summary: dict, key: str) -> float:
-    name, _, stat = key.rpartition("_")
-    return summary[name][stat]

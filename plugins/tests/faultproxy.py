@@ -16,8 +16,14 @@ forwarded — streams chunk by chunk — with exactly one fault injected:
     repetition            chat answers with max_tokens >= 64 become '+' * 600 (the deterministic
                           gate asks for 32 tokens and passes; the repetition gate asks for 64)
     bad_tool_args         tool-call arguments replaced by ones the tool's schema rejects
+    twin_500              the first repeat of a non-streamed tool request answered HTTP 500 (gate
+                          05's non-streamed twin of a streamed call repeats its mode's request)
     over_bound_accepted   the engine's 400 for an over-length prompt becomes a 200 answer
     over_bound_500        ... becomes a 500
+    over_bound_in_stream  a streamed chat request the engine rejects for its length (asked again
+                          non-streamed, max_tokens 1: llama-cpp-python rejects only that way)
+                          is answered as SGLang 0.5.23 answers one its scheduler refuses: HTTP
+                          200, the error as the stream's first chunk, then [DONE]
     exit_startup          print a line, exit 3 before serving
     exit_midrun           serve through readiness and model_list, then die (code 7), killing
                           the engine, on the first chat request with max_tokens > 1
@@ -38,6 +44,7 @@ import atexit
 import itertools
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -55,8 +62,10 @@ FAULTS = (
     "nondeterministic",
     "repetition",
     "bad_tool_args",
+    "twin_500",
     "over_bound_accepted",
     "over_bound_500",
+    "over_bound_in_stream",
     "exit_startup",
     "exit_midrun",
     "logprob_drift",
@@ -69,12 +78,15 @@ BAD_ARGUMENTS = '{"city": 42, "extra": true}'
 WRONG_ANSWER = "I am not sure; perhaps Berlin."
 STARTUP_EXIT_CODE, MIDRUN_EXIT_CODE = 3, 7
 DRIFT_FROM, DRIFT = 8, 1.0
+TWIN_ERROR = {"error": {"message": "injected: twin request failed", "type": "server_error"}}
 
 fault = "none"
 delay_s = 0.05
 upstream = ""
 child: subprocess.Popen[bytes] | None = None
 counter = itertools.count(1)
+tool_requests: set[str] = set()  # twin_500: non-streamed tool requests answered so far
+twin_failed = threading.Event()
 exiting = threading.Event()
 
 
@@ -119,6 +131,8 @@ def rewrite(method: str, path: str, request: dict, status: int, body: bytes) -> 
         return 500, json.dumps(error).encode()
     if not chat or status != 200:
         return status, body
+    if fault == "twin_500" and request.get("tools") and first_repeat(request):
+        return 500, json.dumps(TWIN_ERROR).encode()
     data = json.loads(body)
     if fault == "slow_decode":
         time.sleep(delay_s * ((data.get("usage") or {}).get("completion_tokens") or 1))
@@ -138,6 +152,36 @@ def rewrite(method: str, path: str, request: dict, status: int, body: bytes) -> 
             for call in message.get("tool_calls") or []:
                 call["function"]["arguments"] = BAD_ARGUMENTS
     return status, json.dumps(data).encode()
+
+
+def first_repeat(request: dict) -> bool:
+    """Whether this request repeats one answered before, for the first time."""
+    key = json.dumps(request, sort_keys=True)
+    if key not in tool_requests:
+        tool_requests.add(key)
+        return False
+    if twin_failed.is_set():
+        return False
+    twin_failed.set()
+    return True
+
+
+def sglang_stream_error(engine_error: bytes) -> bytes:
+    """SGLang 0.5.23's in-stream over-length rejection, with the engine's own numbers: the
+    scheduler's message (srt/managers/utils.py validate_input_length) in the chunk
+    serving_chat.py _generate_chat_stream yields (create_streaming_error_response)."""
+    text = json.dumps(json.loads(engine_error or b"{}"))
+    limit = re.search(r"maximum context length is (\d+)", text)
+    asked = re.search(r"(\d+) in the messages|contains at least (\d+)|requested (\d+)", text)
+    m = limit.group(1) if limit else "0"
+    n = next((g for g in asked.groups() if g), "0") if asked else "0"
+    message = (
+        f"Input length ({n} tokens) exceeds the maximum allowed length ({m} tokens). "
+        "Use a shorter input or enable --allow-auto-truncate."
+    )
+    error = {"object": "error", "message": message, "type": "BAD_REQUEST", "code": 400}
+    error["param"] = None
+    return f"data: {json.dumps({'error': error})}\n\ndata: [DONE]\n\n".encode()
 
 
 def drift(logprobs: dict) -> None:
@@ -167,7 +211,17 @@ class Handler(BaseHTTPRequestHandler):
         chat = self.path.startswith("/v1/chat/completions")
         if fault == "exit_midrun" and chat and (request.get("max_tokens") or 0) > 1:
             die(MIDRUN_EXIT_CODE, f"fault exit_midrun: dying on {self.path}")
-        headers = {"Content-Type": self.headers.get("Content-Type", "application/json")}
+        # A fresh upstream connection per request: an engine that closes its connection after
+        # a broken stream (llama-cpp-python after a streamed over-length prompt) must not turn
+        # the next request into the proxy's "connection reset" 502.
+        headers = {
+            "Content-Type": self.headers.get("Content-Type", "application/json"),
+            "Connection": "close",
+        }
+        if fault == "over_bound_in_stream" and chat and request.get("stream"):
+            rejected = self.rejected_for_length(request, headers)
+            if rejected is not None:
+                return self.answer(200, sglang_stream_error(rejected), "text/event-stream")
         try:
             upstream_request = self.client.build_request(
                 self.command, upstream + self.path, content=raw, headers=headers
@@ -193,6 +247,17 @@ class Handler(BaseHTTPRequestHandler):
             return None
         finally:
             response.close()
+
+    def rejected_for_length(self, request: dict, headers: dict) -> bytes | None:
+        """The engine's 400 body for this request asked non-streamed (1 token), or None."""
+        plain = {k: v for k, v in request.items() if k not in ("stream", "stream_options")}
+        try:
+            got = self.client.post(
+                upstream + self.path, json={**plain, "max_tokens": 1}, headers=headers
+            )
+        except httpx.TransportError:
+            return None
+        return got.content if got.status_code == 400 else None
 
     def answer(self, status: int, body: bytes, kind: str = "application/json") -> None:
         self.send_response(status)

@@ -1,18 +1,30 @@
 """The campaign files against the engine rules of issue #20, rendered with no Docker engine and
-no GPU: each rule is read from the pinned engine's source (docs/campaign.md, "Engine facts")."""
+no GPU: each rule is read from the pinned engine's source (docs/campaign.md, "Engine facts").
+The last part reads ``pytest --plan`` of every campaign candidate, as a user runs it with no
+Docker engine to ask (``DOCKER_HOST`` at nothing), and checks each of #20's defects is gone
+from what the run would do."""
 
 from __future__ import annotations
 
+import itertools
 import json
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from tp2qual.candidate import Candidate, load_candidates
+from tp2qual.candidate import ADMISSION_FLAG, Candidate, load_candidates
+from tp2qual.perf.floors import NO_FLOOR
 
-CANDIDATES = Path(__file__).resolve().parents[2] / "candidates"
+ROOT = Path(__file__).resolve().parents[2]
+CANDIDATES = ROOT / "candidates"
 CAMPAIGN = [c for c in load_candidates([CANDIDATES]) if c.tp > 1]
 IDS = [c.name for c in CAMPAIGN]
+ON_GPUS = [c for c in CAMPAIGN if c.gpus.get("count")]  # the five and their lanes
+GPU_IDS = [c.name for c in ON_GPUS]
 
 
 def _flag(argv: list[str], name: str) -> str | None:
@@ -52,4 +64,105 @@ def test_the_lanes_changed_what_they_must() -> None:
     dflash = json.loads(
         _flag(by_name["laguna-s-2.1-nvfp4-dflash"].argv(port=1), "--speculative-config") or "{}"
     )
-    assert dflash["model"] == "poolside/Laguna-S-2.1-DFlash-NVFP4"
+    draft = by_name["laguna-s-2.1-nvfp4-dflash"].model["draft"]
+    assert dflash["model"] == draft["repo"] == "poolside/Laguna-S-2.1-DFlash-NVFP4"
+    assert "revision" in dflash  # filled from [model.draft] (test_draft_pin.py)
+
+
+# ---------------------------------------------------------------------------------------------
+# pytest --plan, as the user runs it
+
+
+@pytest.fixture(scope="module")
+def plans() -> dict[str, str]:
+    """Each campaign candidate's ``--plan`` text, from one run with no Docker engine."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--plan", "-k", " or ".join(GPU_IDS), "-q",
+         "-p", "no:cacheprovider"],
+        cwd=ROOT, capture_output=True, text=True, timeout=180,
+        env={**os.environ, "DOCKER_HOST": "unix:///nonexistent/docker.sock",
+             "CUDA_VISIBLE_DEVICES": ""},
+    )  # fmt: skip
+    assert done.returncode in (0, 5), done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    found = dict(re.findall(r"^# (\S+) .*\n((?:(?!# ).*\n)*)", done.stdout, re.MULTILINE))
+    assert sorted(found) == sorted(GPU_IDS), done.stdout
+    return found
+
+
+def section(plan: str, title: str) -> list[str]:
+    """The lines under ``[title]``, unindented."""
+    block = plan.split(f"[{title}]\n", 1)[1].splitlines()
+    return [line[2:] for line in itertools.takewhile(lambda line: line.startswith("  "), block)]
+
+
+@pytest.mark.parametrize("cand", ON_GPUS, ids=GPU_IDS)
+def test_plan_looks_a_registry_pin_up_by_digest(cand: Candidate, plans: dict[str, str]) -> None:
+    image, pin = cand.launch["docker"]["image"], cand.launch["docker"]["pin"]
+    looked_up = section(plans[cand.name], "image")[0]
+    if ":" in image.rpartition("/")[2]:  # a local build, by tag and proven by its image id
+        assert looked_up == f"looks up {image} (by tag, then the image id proven against the pin)"
+    else:
+        assert looked_up == f"looks up {image}@{pin} (by digest)"
+        assert f" {image}@{pin} " in section(plans[cand.name], "launch")[0]
+
+
+@pytest.mark.parametrize("cand", ON_GPUS, ids=GPU_IDS)
+def test_plan_forces_no_nccl_protocol(cand: Candidate, plans: dict[str, str]) -> None:
+    assert "NCCL_PROTO" not in plans[cand.name]
+
+
+@pytest.mark.parametrize("cand", ON_GPUS, ids=GPU_IDS)
+def test_plan_runs_an_mxfp8_cache_on_fa4(cand: Candidate, plans: dict[str, str]) -> None:
+    launch = section(plans[cand.name], "launch")[0]
+    if "--kv-cache-dtype mxfp8" in launch:
+        assert "--attention-backend fa4" in launch
+
+
+@pytest.mark.parametrize("cand", ON_GPUS, ids=GPU_IDS)
+def test_plan_sets_no_engine_variable_the_engine_ignores(
+    cand: Candidate, plans: dict[str, str]
+) -> None:
+    checked = section(plans[cand.name], "preflight checks (gate 00)")
+    assert f"engine variables: {cand.engine} {cand.spec['engine']['version']}: " in checked[-2]
+    assert checked[-1] == "none set that the engine would ignore"
+
+
+@pytest.mark.parametrize("cand", ON_GPUS, ids=GPU_IDS)
+def test_plan_admits_one_request(cand: Candidate, plans: dict[str, str]) -> None:
+    flag = ADMISSION_FLAG[cand.engine][0]
+    shown = section(plans[cand.name], "one request at a time")[0]
+    assert shown.split(" (")[0] == f"{flag} 1"
+    assert f" {flag} 1 " in section(plans[cand.name], "launch")[0]
+
+
+@pytest.mark.parametrize("cand", ON_GPUS, ids=GPU_IDS)
+def test_plan_shows_floors_with_direction_and_source(
+    cand: Candidate, plans: dict[str, str]
+) -> None:
+    floors = section(plans[cand.name], "floors (gate 08)")
+    assert NO_FLOOR not in floors
+    assert re.fullmatch(
+        r"decode_tok_s_median ≥ [0-9.]+  \(0\.03 x the roofline [0-9.]+ tok/s "
+        r"\(1792 GB/s, gpus\.bandwidth_gbs\); catches a broken serve, not noise: .*\)",
+        floors[0],
+    ), floors
+
+
+def test_plan_refuses_qwens_tp1_rate_of_another_definition(plans: dict[str, str]) -> None:
+    floors = section(plans["qwen3.5-122b-a10b-nvfp4"], "floors (gate 08)")
+    assert any(
+        line.startswith("TP1 decode_tok_s_median 65 not compared: not the same definition")
+        for line in floors
+    ), floors
+
+
+def test_plan_names_the_dflash_draft_and_the_lanes_references(plans: dict[str, str]) -> None:
+    dflash = plans["laguna-s-2.1-nvfp4-dflash"]
+    assert "draft: poolside/Laguna-S-2.1-DFlash-NVFP4 revision" in dflash
+    assert '"num_speculative_tokens":7' in section(dflash, "launch")[0]
+    for lane, baseline in (
+        ("laguna-s-2.1-nvfp4-dflash", "laguna-s-2.1-nvfp4"),
+        ("inkling-small-nvfp4-mxfp8kv", "inkling-small-nvfp4"),
+    ):
+        assert section(plans[lane], "agreement reference (gate 07)")[0].startswith(baseline + ":")

@@ -22,7 +22,7 @@ served_name = "m"
 kind = "vllm"
 [launch]
 kind = "process"
-command = ["serve", "--port", "{{port}}"]
+command = ["serve", "--port", "{{port}}", "--max-num-seqs", "1"]
 {launch_extra}
 [serve]
 tensor_parallel_size = {tp}
@@ -44,7 +44,7 @@ def test_shipped_candidates_are_valid():
 def test_minimal_candidate_loads(tmp_path):
     candidate = load_candidate(write(tmp_path))
     assert (candidate.name, candidate.tp, candidate.max_model_len) == ("cand", 1, 4096)
-    assert candidate.argv(port=8123) == ["serve", "--port", "8123"]
+    assert candidate.argv(port=8123) == ["serve", "--port", "8123", "--max-num-seqs", "1"]
 
 
 @pytest.mark.parametrize(
@@ -136,12 +136,15 @@ def test_invalid_file_stops_pytest_before_anything_starts(pytester, tmp_path):
 
 def _with_command(tmp_path, command: str):
     path = write(tmp_path, tp=2)
-    path.write_text(path.read_text().replace('command = ["serve", "--port", "{port}"]', command))
+    written = 'command = ["serve", "--port", "{port}", "--max-num-seqs", "1"]'
+    path.write_text(path.read_text().replace(written, command))
     return path
 
 
 def test_speculative_decoding_is_refused_in_a_baseline(tmp_path):
-    path = _with_command(tmp_path, 'command = ["serve", "--speculative-config", "{}"]')
+    path = _with_command(
+        tmp_path, 'command = ["serve", "--speculative-config", "{}", "--max-num-seqs", "1"]'
+    )
     with pytest.raises(CandidateError, match="--speculative-config turns on speculative"):
         load_candidate(path)
 

@@ -25,7 +25,9 @@ SCHEMA: dict[str, Any] = json.loads(
 )
 REVISION = "0123456789abcdef0123456789abcdef01234567"
 
-# A valid candidate with every table present, so a row's change is its only problem.
+# A valid candidate with every table present, so a row's change is its only problem (but
+# lane.changes, which needs a baseline to include, and model.draft, which the command must name:
+# LANE_ROWS and DRAFT_ROWS build those).
 BASE: dict[str, Any] = {
     "name": "cand",
     "description": "every table, valid",
@@ -34,7 +36,7 @@ BASE: dict[str, Any] = {
     "engine": {"kind": "vllm", "version": "0.1", "parsers": {"tool": "hermes"}},
     "launch": {
         "kind": "process",
-        "command": ["serve", "--port", "{port}"],
+        "command": ["serve", "--port", "{port}", "--max-num-seqs", "1"],
         "env": {"A": "1"},
         "env_overrides": {
             "NCCL_P2P_DISABLE": {"value": "0", "reason": "NVLink bridge on this host"}
@@ -56,7 +58,7 @@ BASE: dict[str, Any] = {
             "result_expect": ["r"],
         },
         "capacity": {"fill": 0.9},
-        "throughput": {"samples": 5, "floors": {"decode_tok_s": 1.0}},
+        "throughput": {"samples": 5, "floors": {"decode_tok_s_median": 1.0}, "why": "a test"},
         "nccl": {"probe_timeout_s": 10.0},
     },
 }
@@ -172,6 +174,95 @@ def _part(include: list[str]) -> str:
     return to_toml({"include": include})
 
 
+# A lane over BASE (as base.toml): it includes its baseline and states only its changes.
+LANE_BASE = changed({"name": "base", "launch.command": ["serve", "--eager", "--port", "{port}"]})
+
+
+def _lane(changes: dict[str, Any], **more: Any) -> dict[str, Content]:
+    lane = {"include": ["base.toml"], "name": "cand", "lane": {"kind": "optional", "after": "base"}}
+    lane["lane"]["changes"] = changes
+    for dotted, value in more.items():
+        lane = changed({dotted.replace("__", "."): value}, lane)
+    return {"base.toml": LANE_BASE, "cand.toml": lane}
+
+
+LANE_ROWS: list[Bad] = [
+    Bad(
+        "lane-replaces-a-flag-the-baseline-lacks",
+        _lane({"replace": {"--nope": "1"}}),
+        ("{dir}/cand.toml: lane.changes.replace.--nope: ", "not in the baseline's command"),
+    ),
+    Bad(
+        "lane-replaces-a-flag-without-a-value",
+        _lane({"replace": {"--eager": "1"}}),
+        ("{dir}/cand.toml: lane.changes.replace.--eager: ", "takes no value"),
+    ),
+    Bad(
+        "lane-removes-a-flag-the-baseline-lacks",
+        _lane({"remove": ["--nope"]}),
+        ("{dir}/cand.toml: lane.changes.remove: ", "--nope is not in the baseline's command"),
+    ),
+    Bad(
+        "lane-adds-a-flag-the-baseline-has",
+        _lane({"add": ["--port", "1"]}),
+        ("{dir}/cand.toml: lane.changes.add: ", "--port is already in the baseline's command"),
+    ),
+    Bad(
+        "lane-unsets-a-variable-the-baseline-lacks",
+        _lane({"env_unset": ["NOPE"]}),
+        ("{dir}/cand.toml: lane.changes.env_unset: ", "NOPE is not in the baseline's launch.env"),
+    ),
+    Bad(
+        "lane-replace-key-not-a-flag",
+        _lane({"replace": {"port": "1"}}),
+        ("{dir}/cand.toml", ": lane.changes.replace: ", "'port' does not match"),
+    ),
+    Bad(
+        "lane-copies-the-baseline-command",
+        _lane({}, launch__command=["serve", "--eager", "--port", "{port}", "--x"]),
+        ("{dir}/cand.toml: launch.command: ", "a lane states only what it changes", "'base'"),
+    ),
+    Bad(
+        "lane-changes-without-its-baseline",
+        {"cand.toml": changed({"lane": {"kind": "optional", "after": "b", "changes": {}}})},
+        ("{dir}/cand.toml: lane.changes: ", "the baseline the file includes", '"b.toml"'),
+    ),
+]
+
+# A speculative draft is pinned as the model is and named by the command through placeholders.
+DRAFT_CMD = ["serve", "--port", "{port}", "--draft", "{draft_repo}@{draft_revision}"]
+DRAFT_ROWS: list[Bad] = [
+    Bad(
+        "draft-revision-unpinned",
+        {"cand.toml": changed({"model.draft": {"repo": "org/draft", "revision": "main"}})},
+        ("{dir}/cand.toml", ": model.draft.revision: ", "'main' does not match"),
+    ),
+    Bad(
+        "draft-the-command-never-names",
+        {"cand.toml": changed({"model.draft": {"repo": "org/draft", "revision": REVISION}})},
+        ("{dir}/cand.toml: launch.command: ", "pins org/draft", "never names {draft_repo}"),
+    ),
+    Bad(
+        "draft-named-but-not-pinned",
+        {"cand.toml": changed({"launch.command": DRAFT_CMD})},
+        ("{dir}/cand.toml: launch.command: ", "no [model.draft] pins a draft"),
+    ),
+    Bad(
+        "draft-in-another-cache",
+        {
+            "cand.toml": changed(
+                {
+                    "launch.command": DRAFT_CMD,
+                    "model.hf_cache": "/hub",
+                    "model.draft": {"repo": "o/d", "revision": REVISION, "hf_cache": "/other"},
+                }
+            )
+        },
+        ("{dir}/cand.toml: model.draft.hf_cache: ", "is not model.hf_cache"),
+    ),
+]
+
+
 HAND: list[Bad] = [
     Bad("broken-toml", {"cand.toml": "name = \n"}, ("{dir}/cand.toml: not valid TOML", "line 1")),
     Bad(
@@ -279,6 +370,116 @@ HAND: list[Bad] = [
         },
         ("{dir}/cand.toml", ": launch.env.NCCL_CUMEM_ENABLE: ", "1 is not of type 'string'"),
     ),
+    # The one-request rule when the flag is absent: each engine's own flag, at any TP.
+    Bad(
+        "vllm-baseline-without-max-num-seqs",
+        {"cand.toml": changed({"launch.command": ["serve", "--port", "{port}"]})},
+        ("{dir}/cand.toml", ": launch.command: no --max-num-seqs 1: ", "vLLM 0.32.0 admits 256"),
+    ),
+    Bad(
+        "sglang-tp2-baseline-without-max-running-requests",
+        {
+            "cand.toml": changed(
+                {
+                    "engine.kind": "sglang",
+                    "serve.tensor_parallel_size": 2,
+                    "launch.command": ["--tp", "2", "--port", "{port}"],
+                }
+            )
+        },
+        ("{dir}/cand.toml", ": launch.command: no --max-running-requests 1: ", "SGLang 0.5.23"),
+    ),
+    Bad(
+        "sglang-baseline-with-the-vllm-flag",
+        {"cand.toml": changed({"engine.kind": "sglang"})},  # BASE's command has --max-num-seqs
+        ("{dir}/cand.toml", ": launch.command: no --max-running-requests 1: "),
+    ),
+    # Floors: a known figure and statistic, and a source that can give them.
+    Bad(
+        "floor-key-without-a-statistic",
+        {"cand.toml": changed({"gates.throughput.floors": {"decode_tok_s": 1.0}})},
+        ("{dir}/cand.toml", ": gates.throughput.floors.decode_tok_s: not <figure>_<stat>"),
+    ),
+    Bad(
+        "roofline-floor-on-a-latency",
+        {
+            "cand.toml": changed(
+                {
+                    "gates.throughput.derived_floors": {
+                        "ttft_s_median": {"fraction": 2.0, "of": "roofline", "why": "w"}
+                    }
+                }
+            )
+        },
+        ("{dir}/cand.toml", "derived_floors.ttft_s_median: the roofline bounds decode_tok_s"),
+    ),
+    Bad(
+        "roofline-floor-without-its-inputs",
+        {
+            "cand.toml": changed(
+                {
+                    "gates.throughput.derived_floors": {
+                        "decode_tok_s_median": {"fraction": 0.1, "of": "roofline", "why": "w"}
+                    }
+                }
+            )
+        },
+        (
+            "{dir}/cand.toml",
+            "derived_floors.decode_tok_s_median: of the roofline, which needs ",
+            "model.active_params_b, model.bits_per_weight, gpus.bandwidth_gbs",
+        ),
+    ),
+    Bad(
+        "baseline-floor-across-definitions",
+        {
+            "cand.toml": changed(
+                {
+                    "baseline.figures": {"decode_tok_s_median": 65.0},
+                    "baseline.definitions": {"decode_tok_s_median": "aggregate output tok/s"},
+                    "gates.throughput.derived_floors": {
+                        "decode_tok_s_median": {"fraction": 0.8, "of": "baseline", "why": "w"}
+                    },
+                }
+            )
+        },
+        (
+            "{dir}/cand.toml",
+            "derived_floors.decode_tok_s_median: the baseline's decode_tok_s_median is not ",
+            "not the same definition as the suite's (perf/sampling.py): aggregate output tok/s",
+        ),
+    ),
+    Bad(
+        "baseline-floor-definition-not-stated",
+        {
+            "cand.toml": changed(
+                {
+                    "baseline.figures": {"decode_tok_s_median": 65.0},
+                    "gates.throughput.derived_floors": {
+                        "decode_tok_s_median": {"fraction": 0.8, "of": "baseline", "why": "w"}
+                    },
+                }
+            )
+        },
+        ("{dir}/cand.toml", "its definition is not stated (baseline.definitions."),
+    ),
+    Bad(
+        "derived-floor-of-something-else",
+        {
+            "cand.toml": changed(
+                {
+                    "gates.throughput.derived_floors": {
+                        "decode_tok_s_median": {"fraction": 0.8, "of": "a guess", "why": "w"}
+                    }
+                }
+            )
+        },
+        (
+            "{dir}/cand.toml",
+            "gates.throughput.derived_floors.decode_tok_s_median.of: ",
+            "'a guess'",
+        ),
+    ),
     Bad(
         "prompt-entry-not-a-table",
         {"cand.toml": changed({"gates.deterministic.prompts": [1]})},
@@ -286,7 +487,7 @@ HAND: list[Bad] = [
     ),
 ]
 
-ROWS: list[Bad] = HAND + wrong_type_rows()
+ROWS: list[Bad] = HAND + LANE_ROWS + DRAFT_ROWS + wrong_type_rows()
 
 
 def make_folder(tmp_path: Path, bad: Bad) -> Path:

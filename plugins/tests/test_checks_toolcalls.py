@@ -11,8 +11,10 @@ import pytest
 from tp2qual.checks.toolcalls import (
     check_call,
     check_stream_matches,
+    check_twin,
     check_uses_result,
     reassemble_stream,
+    reply_message,
 )
 
 WEATHER_SCHEMA: dict[str, Any] = {
@@ -304,3 +306,40 @@ def test_schema_reason_counts_further_errors() -> None:
     assert not verdict.ok
     assert verdict.reason.endswith("(+1 more)")
     assert verdict.measures["arguments"] == {"city": 3, "unit": "kelvin"}
+
+
+# --- a non-streamed reply is read only when it is one (gate 05's every request) -----------------
+
+SERVER_ERROR = {"error": {"message": "internal error", "type": "server_error"}}
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "problem"),
+    [
+        (500, SERVER_ERROR, 'HTTP 500: {"error": {"message": "internal error"'),
+        (503, "upstream unavailable", "HTTP 503: upstream unavailable"),
+        (200, {"object": "error", "message": "boom"}, "HTTP 200 without a chat completion message"),
+        (200, {"choices": []}, 'HTTP 200 without a chat completion message: {"choices": []}'),
+        (200, {"choices": [{"message": None}]}, "HTTP 200 without a chat completion message"),
+    ],
+    ids=["500-json", "503-text", "200-error-envelope", "200-no-choice", "200-null-message"],
+)
+def test_a_reply_without_a_message_says_why(status: int, body: Any, problem: str) -> None:
+    message, why = reply_message(status, body)
+    assert message is None and why.startswith(problem), why
+
+
+def test_a_long_body_is_cut_in_the_reason() -> None:
+    _, why = reply_message(500, "x" * 1000)
+    assert why == "HTTP 500: " + "x" * 300 + "…"
+
+
+def test_twin_is_judged_on_its_raw_answer() -> None:
+    streamed = reassemble_stream(STREAM_TWO)
+    answered = {"choices": [{"message": {"role": "assistant", "tool_calls": NON_STREAMED_TWO}}]}
+    assert reply_message(200, answered) == (answered["choices"][0]["message"], "")
+    assert check_twin(streamed, 200, answered).ok
+    failed = check_twin(streamed, 500, SERVER_ERROR)
+    assert not failed.ok and failed.measures == {"twin_status": 500}
+    assert failed.reason.startswith("non-streamed twin: HTTP 500: {")
+    assert "internal error" in failed.reason  # the body the candidate sent

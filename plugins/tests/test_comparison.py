@@ -24,12 +24,38 @@ def test_no_baseline_says_so():
     assert compare_baseline(SUMMARY, None) == {"baseline": None}
 
 
-def test_numbers_from_prose_are_uncorroborated_but_compared():
-    result = compare_baseline(SUMMARY, BASELINE)
+SAME = {"decode_tok_s_median": "perf/sampling.py", "ttft_s_median": "perf/sampling.py"}
+
+
+def test_numbers_from_prose_under_the_suites_definition_are_uncorroborated_but_compared():
+    result = compare_baseline(SUMMARY, {**BASELINE, "definitions": SAME})
     assert result["corroborated"] is False
     rows = {r["figure"]: r for r in result["rows"]}
     assert rows["decode_tok_s_median"]["ratio"] == pytest.approx(2.0)
     assert rows["ttft_s_median"]["ratio"] == pytest.approx(2.0)
+    assert "refused" not in rows["ttft_s_median"]
+
+
+def test_a_figure_of_another_definition_is_shown_never_divided_by():
+    """Qwen3.5's dated 65 tok/s is an aggregate over a capacity run, not 1/TPOT."""
+    other = {**SAME, "decode_tok_s_median": "aggregate output tok/s, TTFT included"}
+    rows = {
+        r["figure"]: r
+        for r in compare_baseline(SUMMARY, {**BASELINE, "definitions": other})["rows"]
+    }
+    decode = rows["decode_tok_s_median"]
+    assert (decode["baseline"], decode["now"], decode["ratio"]) == (65.0, 130.0, None)
+    assert decode["refused"] == (
+        "not the same definition as the suite's (perf/sampling.py): "
+        "aggregate output tok/s, TTFT included"
+    )
+    assert rows["ttft_s_median"]["ratio"] == pytest.approx(2.0)
+
+
+def test_a_figure_whose_definition_is_not_stated_is_not_compared():
+    rows = compare_baseline(SUMMARY, BASELINE)["rows"]
+    assert [r["ratio"] for r in rows] == [None, None]
+    assert all("definition is not stated (baseline.definitions." in r["refused"] for r in rows)
 
 
 def test_a_local_pass_finding_corroborates_and_its_claims_win():

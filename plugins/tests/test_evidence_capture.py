@@ -97,7 +97,10 @@ served_name = "tiny"
 kind = "vllm"
 [launch]
 kind = "process"
-command = ["{{python}}", "fake_server.py", "{{port}}", "--api-key", "{CANDIDATE_KEY}"]
+command = [
+    "{{python}}", "fake_server.py", "{{port}}", "--api-key", "{CANDIDATE_KEY}",
+    "--max-num-seqs", "1",
+]
 env = {{ SERVE_API_KEY = "{CANDIDATE_KEY}" }}
 readiness_timeout_s = 30
 stop_timeout_s = 5

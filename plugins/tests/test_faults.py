@@ -329,6 +329,8 @@ def test_the_proxy_alone_changes_nothing(tmp_path: Path) -> None:
     assert set(outcomes.values()) <= {"passed", "not_applicable"}, (outcomes, inner.output())
     assert finding["verdict"] == "PASS", inner.output()
     assert (inner.evidence(name) / "throughput_samples.jsonl").exists()
+    (floor,) = json.loads((inner.evidence(name) / "throughput_floors.json").read_text())["floors"]
+    assert (floor["key"], floor["direction"], floor["value"]) == ("decode_tok_s_median", "≥", 0.1)
     assert_nothing_left(inner, name)
 
 

@@ -22,7 +22,8 @@ hf_cache = "{cache}"
 kind = "vllm"
 [launch]
 kind = "process"
-command = ["sh", "-c", "echo no engine here; exit 3"]
+# sh -c takes the words after the script as $0 $1: a vLLM baseline names its --max-num-seqs 1
+command = ["sh", "-c", "echo no engine here; exit 3", "--max-num-seqs", "1"]
 readiness_timeout_s = 30
 [serve]
 tensor_parallel_size = 1

@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from tp2qual.engines import sglang, vllm
 from tp2qual.perf.metrics import (
     histogram_totals,
     llama_perf_decode_s,
@@ -18,6 +19,7 @@ from tp2qual.perf.metrics import (
 )
 
 MODEL = "Qwen/Qwen3.5-122B-A10B-NVFP4"
+VLLM, SGLANG = vllm.ENGINE.histograms, sglang.ENGINE.histograms  # the names each engine exports
 
 
 def vllm_text(ttft: tuple[float, int], itl: tuple[float, int], e2e: tuple[float, int]) -> str:
@@ -108,7 +110,7 @@ def test_parse_special_values_escapes_timestamps_and_junk():
 def test_vllm_window_means_are_delta_sum_over_delta_count():
     before = vllm_text((0.4, 2), (0.6, 254), (8.0, 2))  # warm-up already counted
     after = vllm_text((0.4 + 5 * 0.09, 7), (0.6 + 5 * 127 * 0.0125, 254 + 5 * 127), (48.0, 7))
-    got = server_window(before, after, {"model_name": MODEL})
+    got = server_window(before, after, VLLM, {"model_name": MODEL})
     assert got["ttft_s"].metric == "vllm:time_to_first_token_seconds"
     assert got["ttft_s"].mean_s == pytest.approx(0.09)
     assert got["ttft_s"].observations == 5
@@ -122,7 +124,7 @@ def test_older_vllm_name_is_used_when_the_new_one_is_absent():
         'vllm:time_per_output_token_seconds_sum{model_name="m"} 2.0\n'
         'vllm:time_per_output_token_seconds_count{model_name="m"} 100\n'
     )
-    got = server_window("", text)
+    got = server_window("", text, VLLM)
     assert got["itl_s"].metric == "vllm:time_per_output_token_seconds"
     assert got["itl_s"].mean_s == pytest.approx(0.02)  # empty "before": counted from zero
 
@@ -130,13 +132,13 @@ def test_older_vllm_name_is_used_when_the_new_one_is_absent():
 def test_sglang_old_names_and_label_filter_keep_other_models_out():
     before = sglang_text(1.0, 4, 2.0, 400)
     after = sglang_text(1.6, 8, 2.0 + 4 * 0.015 * 127, 400 + 4 * 127)
-    got = server_window(before, after, {"model_name": "smol"})
+    got = server_window(before, after, SGLANG, {"model_name": "smol"})
     assert got["ttft_s"].metric == "sglang:time_to_first_token_seconds"
     assert got["ttft_s"].mean_s == pytest.approx(0.15)
     assert got["itl_s"].metric == "sglang:time_per_output_token_seconds"
     assert got["itl_s"].mean_s == pytest.approx(0.015)
     assert got["e2e_s"].mean_s is None and "none of" in got["e2e_s"].reason
-    unfiltered = server_window(before, after)["ttft_s"]  # other model unchanged: same mean
+    unfiltered = server_window(before, after, SGLANG)["ttft_s"]  # other model unchanged: same mean
     assert unfiltered.mean_s == pytest.approx(0.15)
 
 
@@ -156,9 +158,9 @@ def test_series_of_several_engines_are_summed():
 
 def test_no_observations_reset_and_absent_give_reasons_not_numbers():
     same = vllm_text((1.0, 5), (1.0, 100), (5.0, 5))
-    quiet = server_window(same, same)["ttft_s"]
+    quiet = server_window(same, same, VLLM)["ttft_s"]
     assert quiet.mean_s is None and quiet.reason == "no observations in the window"
-    restarted = server_window(same, vllm_text((0.1, 1), (0.1, 10), (1.0, 1)))["ttft_s"]
+    restarted = server_window(same, vllm_text((0.1, 1), (0.1, 10), (1.0, 1)), VLLM)["ttft_s"]
     assert restarted.mean_s is None and "restarted" in restarted.reason
     missing = window_mean([], [], ["x:none_seconds"])
     assert missing.metric is None and missing.mean_s is None

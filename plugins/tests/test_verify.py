@@ -25,6 +25,7 @@ from tp2qual.evidence.layout import write_manifest
 from tp2qual.evidence.run import RunState
 from tp2qual.evidence.verify import verify_run
 from tp2qual.hooks.evidence import close_run, record_resolved_candidate
+from tp2qual.perf.comparison import roofline_for
 from tp2qual.perf.sampling import sample
 
 NAME = "fake-local"
@@ -480,3 +481,55 @@ def test_a_missing_manifest_and_a_missing_run(tmp_path: Path, run_dir: Path) -> 
 
 def test_gates_cover_the_whole_order() -> None:
     assert GATES[0] == "preflight" and GATES[-1] == "throughput"  # write_run covers each gate
+
+
+@pytest.mark.parametrize(
+    ("floor", "ok"), [({"ttft_s_median": 0.5}, True), ({"ttft_s_median": 0.1}, False)]
+)
+def test_a_ttft_floor_is_rederived_as_an_upper_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, floor: dict, ok: bool
+) -> None:
+    """The samples' TTFT median is 0.2 s: under a 0.5 s floor, over a 0.1 s one (perf/floors.py,
+    the gate's own check, run again on the raw streams)."""
+    monkeypatch.setitem(GATE_SETTINGS, "throughput", {"floors": floor, "why": "a test"})
+    result = verify_run(write_run(tmp_path / "results"))
+    assert result.ok is ok, [p.line() for p in result.problems]
+    if not ok:
+        details = " ".join(p.detail for p in result.problems)
+        assert "ttft_s_median = 0.2, floor ≤ 0.1" in details
+
+
+def _with_roofline(run_dir: Path, **changes: float) -> None:
+    """roofline.json as gate 08 writes it (perf/comparison.py roofline_for), 637 tok/s."""
+    roof = roofline_for({"active_params_b": 10, "bits_per_weight": 4.5}, {"bandwidth_gbs": 1792},
+                        None, 2, 60.5)  # fmt: skip
+    (run_dir / NAME / "roofline.json").write_text(json.dumps({**roof, **changes}))
+    rehash(run_dir)
+
+
+@pytest.mark.parametrize(("fraction", "ok"), [(0.03, True), (0.5, False)])
+def test_a_roofline_floor_is_derived_again_from_the_roofline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fraction: float, ok: bool
+) -> None:
+    rule = {"decode_tok_s_median": {"fraction": fraction, "of": "roofline", "why": "a test"}}
+    monkeypatch.setitem(GATE_SETTINGS, "throughput", {"derived_floors": rule})
+    run_dir = write_run(tmp_path / "results")
+    _with_roofline(run_dir)
+    result = verify_run(run_dir)
+    assert result.ok is ok, [p.line() for p in result.problems]
+    if not ok:
+        assert "decode_tok_s_median = 60.5, floor ≥ 318.6" in str(
+            [p.detail for p in result.problems]
+        )
+
+
+def test_a_roofline_bound_its_inputs_do_not_give_is_caught(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bound lowered by hand would lower the derived floor under it: its inputs decide."""
+    rule = {"decode_tok_s_median": {"fraction": 0.5, "of": "roofline", "why": "a test"}}
+    monkeypatch.setitem(GATE_SETTINGS, "throughput", {"derived_floors": rule})
+    run_dir = write_run(tmp_path / "results")
+    _with_roofline(run_dir, bound_tok_s=100.0)
+    details = [p.detail for p in verify_run(run_dir).problems]
+    assert any("roofline.json bound_tok_s recorded 100.0" in d for d in details), details

@@ -14,7 +14,7 @@ import re
 import sys
 import tomllib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,10 @@ from typing import Any
 import jsonschema
 
 from tp2qual.budget import DEFAULT_FLOOR_TOK_S, DEFAULT_PREFILL_S, TimeBudget
+from tp2qual.draft import draft_placeholders, draft_problems
 from tp2qual.exceptions import CandidateError
+from tp2qual.lane_changes import Change, lane_overlay
+from tp2qual.perf.floors import derivation_problems, key_problems
 
 GATES = (
     "preflight",
@@ -106,6 +109,8 @@ class Candidate:
 
     path: Path
     spec: dict[str, Any] = field(repr=False)
+    # A lane's [lane.changes] as applied on its baseline's launch (lane_changes.py), for --plan.
+    lane_changes: tuple[Change, ...] = field(default=(), repr=False)
 
     @property
     def name(self) -> str:
@@ -212,7 +217,7 @@ class Candidate:
             overrides[key] = {"value": value, "reason": reason}
         if docker:
             spec["launch"].setdefault("docker", {}).update(docker)
-        return Candidate(path=self.path, spec=spec)
+        return replace(self, spec=spec)
 
     def model_file(self) -> Path | None:
         """The local weights file, resolved (``pkg:<module>/<file>`` looks inside a package)."""
@@ -248,7 +253,7 @@ class Candidate:
             "max_model_len": str(self.max_model_len),
             "tp": str(self.tp),
             "chat_format": self.spec["engine"].get("chat_format", ""),
-        }
+        } | draft_placeholders(self.model, self.path)
 
     @property
     def command(self) -> list[str]:
@@ -282,6 +287,21 @@ def _format_error(path: Path, error: jsonschema.ValidationError) -> str:
 # Engine flags that turn on speculative decoding / MTP, and flags that admit more than one request.
 _SPECULATIVE = ("--speculative", "--num-speculative-tokens", "--spec-", "--draft-model", "--mtp")
 _ADMISSION = ("--max-num-seqs", "--max-running-requests")
+# Each engine's own admission flag and what it admits when the flag is absent. A baseline must
+# set it to 1: neither default is one request.
+ADMISSION_FLAG: dict[str, tuple[str, str]] = {
+    "vllm": (
+        "--max-num-seqs",
+        "vLLM 0.32.0 admits 256 requests by default, 1024 on a GPU of 70 GiB or more, 128 per "
+        "rank on the CPU (vllm/engine/arg_utils.py get_batch_defaults)",
+    ),
+    "sglang": (
+        "--max-running-requests",
+        "SGLang 0.5.23 leaves max_running_requests unset (arg_groups/fields/schedule.py) and "
+        "sizes it from memory, 2048 to 4096 requests (model_executor/pool_configurator.py "
+        "_resolve_max_running_requests_per_worker)",
+    ),
+}
 
 
 def _baseline_flag_problems(spec: Mapping[str, Any]) -> list[str]:
@@ -298,19 +318,52 @@ def _baseline_flag_problems(spec: Mapping[str, Any]) -> list[str]:
         for arg in argv
         if arg.startswith(_SPECULATIVE)
     ]
+    given = admission_flags(argv)
+    problems += [
+        f"launch.command: {name} admits more than one request at a time"
+        for name, value in given.items()
+        if value not in ONE_REQUEST
+    ]
+    return problems + _admission_missing(spec.get("engine", {}).get("kind", ""), given)
+
+
+ONE_REQUEST = ("1",)  # the value a baseline gives its admission flag
+
+
+def admission_flags(argv: Iterable[str]) -> dict[str, str]:
+    """The admission flags a command gives, with their values (``--flag v`` or ``--flag=v``)."""
+    args = [str(a) for a in argv]
+    given: dict[str, str] = {}
     # Each flag with the argument after it (the last one with ""); an empty command has no pairs.
-    for flag, value in zip(argv, [*argv[1:], ""], strict=False):
+    for flag, value in zip(args, [*args[1:], ""], strict=False):
         name, eq, inline = flag.partition("=")
-        if name in _ADMISSION and (inline if eq else value) not in ("1", "{max_concurrency}"):
-            problems.append(f"launch.command: {name} admits more than one request at a time")
-    return problems
+        if name in _ADMISSION:
+            given[name] = inline if eq else value
+    return given
+
+
+def _admission_missing(engine: str, given: Mapping[str, str]) -> list[str]:
+    """A vLLM or SGLang baseline without its engine's admission flag admits many requests: at
+    any TP, since the TP1 reference (gate 07) and the dated TP1 figures a TP2 serve is compared
+    with must differ from it in the topology only (docs/campaign.md)."""
+    if engine not in ADMISSION_FLAG:
+        return []
+    flag, default = ADMISSION_FLAG[engine]
+    if flag in given:
+        return []
+    return [
+        f"launch.command: no {flag} 1: {default}; a baseline serves one request at a time "
+        f'(add "{flag}", "1", or make it an optional lane)'
+    ]
 
 
 def _semantic_problems(spec: Mapping[str, Any]) -> list[str]:
     """Rules a schema cannot say well: the campaign's baseline controls for TP>1
     (docs/campaign.md). Called only on a schema-valid ``spec`` (``load_candidate``), so its
     fields have their declared types."""
-    problems: list[str] = _baseline_flag_problems(spec)
+    problems: list[str] = [*_baseline_flag_problems(spec), *draft_problems(spec)]
+    throughput = spec.get("gates", {}).get("throughput", {})
+    problems += key_problems(throughput) + derivation_problems(throughput, spec)
     launch = spec.get("launch", {})
     overridden = launch.get("env_overrides", {})
     alloc = launch.get("env", {}).get("PYTORCH_CUDA_ALLOC_CONF", "")
@@ -385,20 +438,26 @@ def _include_error(chain: tuple[Path, ...], problem: str) -> CandidateError:
 
 def load_candidate(path: Path) -> Candidate:
     """Parse and validate one file; raise CandidateError naming file, field and problem."""
-    spec = _with_includes(path, _read_toml(path))
+    own = _read_toml(path)
+    spec = _with_includes(path, own)
     errors = sorted(_validator().iter_errors(spec), key=lambda e: list(e.absolute_path))
     # The semantic rules read typed fields (`tensor_parallel_size > 1`, the command's flags), so
     # they run only on a file the schema accepted; otherwise the schema's lines say what is wrong.
-    lines = [_format_error(path, e) for e in errors] or [
-        f"{path}: {p}" for p in _semantic_problems(spec)
-    ]
+    # A lane's changes are applied first: the rules judge the launch it will run.
+    overlay, problems = None, []
+    if not errors:
+        base = _with_includes(path, {"include": own.get("include", [])})
+        if overlay := lane_overlay(own, base, spec):
+            spec = {**spec, "launch": overlay.launch}
+        problems = [*(overlay.problems if overlay else ()), *_semantic_problems(spec)]
+    lines = [_format_error(path, e) for e in errors] or [f"{path}: {p}" for p in problems]
     if lines:
         raise CandidateError("invalid candidate file\n  " + "\n  ".join(lines))
     if path.stem != spec["name"]:
         raise CandidateError(
             f"{path}: name: {spec['name']!r} must match the file name {path.stem!r}"
         )
-    return Candidate(path=path, spec=spec)
+    return Candidate(path=path, spec=spec, lane_changes=overlay.changes if overlay else ())
 
 
 def load_candidates(folders: Iterable[Path]) -> list[Candidate]:

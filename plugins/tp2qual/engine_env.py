@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from tp2qual.candidate import Candidate
-from tp2qual.checks.engine_env import ENGINE_PREFIX, unknown_engine_env
+from tp2qual.checks.engine_env import unknown_engine_env
+from tp2qual.engines import engine_for
 
 TABLE = Path(__file__).with_name("engine_env.json")
 
@@ -31,7 +32,7 @@ def known_env(engine: str, version: str) -> tuple[frozenset[str], str] | None:
 def env_basis(candidate: Candidate) -> str:
     """What the candidate's engine variables are checked against, in words (for --plan)."""
     engine, version = candidate.engine, candidate.spec["engine"].get("version")
-    if engine not in ENGINE_PREFIX:
+    if engine_for(engine).env_prefix is None:
         return f"{engine}: no engine variables to check"
     if not version:
         return f"{engine}: not checked (engine.version is unset)"

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tp2qual.candidate import Candidate, deep_merge
+from tp2qual.engines import engine_for
 from tp2qual.evidence.finding import CandidateRecord, Finding, read_finding
 from tp2qual.serving.server import Api, Exchange, Server, Stream
 
@@ -39,21 +40,16 @@ Claimer = Callable[..., Any]
 
 DEFAULT_SEED = 1234
 
-# Neutral = greedy, no truncation of the distribution, no penalty. Names per engine.
-_NEUTRAL: dict[str, dict[str, float | int]] = {
-    "llama.cpp": {"top_p": 1.0, "min_p": 0.0, "repeat_penalty": 1.0},
-    "vllm": {"top_p": 1.0, "top_k": -1, "min_p": 0.0, "repetition_penalty": 1.0},
-    "sglang": {"top_p": 1.0, "top_k": -1, "min_p": 0.0, "repetition_penalty": 1.0},
-}
 _COMMON = {"temperature": 0.0, "presence_penalty": 0.0, "frequency_penalty": 0.0}
-_ENGINE_NAMES = {"llama.cpp": {"repetition_penalty": "repeat_penalty"}}
 
 
 def sampling_for(candidate: Candidate) -> dict[str, Any]:
-    """The sampling fields every gate request of this candidate carries."""
-    names = _ENGINE_NAMES.get(candidate.engine, {})
+    """The sampling fields every gate request of this candidate carries: neutral ones in the
+    engine's own names (``tp2qual.engines``), then the candidate's stated ``sampling``."""
+    engine = engine_for(candidate.engine)
+    names = engine.sampling_names
     stated = {names.get(k, k): v for k, v in candidate.request_settings.get("sampling", {}).items()}
-    return {**_COMMON, **_NEUTRAL.get(candidate.engine, {}), **stated}
+    return {**_COMMON, **engine.neutral_sampling, **stated}
 
 
 def messages(prompt: str, system: str | None = None) -> list[dict[str, Any]]:

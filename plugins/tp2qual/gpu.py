@@ -21,6 +21,7 @@ Shape (schema 1)::
         "pcie": {"gen_current", "width_current", "gen_max", "width_max"},
         "nvlink": {"supported": bool, "active_links": int | None, "states": {link: str}},
         "compute_processes": [{"pid", "used_memory_bytes"}],
+        "display_active": bool | None, "display_mode": bool | None,
         "memory_bus_width_bits", "max_memory_clock_mhz",
         "compute_capability": [major, minor] | None, "power_limit_w": float | None,
       }],
@@ -164,11 +165,20 @@ def _gpu(nv: Any, index: int, h: Any) -> dict[str, Any]:
         },
         "nvlink": _nvlink(nv, h),
         "compute_processes": _processes(nv, h),
+        # A display's memory is not another serve's (checks/topology.py memory_holder).
+        "display_active": _feature(lambda: nv.nvmlDeviceGetDisplayActive(h)),
+        "display_mode": _feature(lambda: nv.nvmlDeviceGetDisplayMode(h)),
         "memory_bus_width_bits": _ask(lambda: nv.nvmlDeviceGetMemoryBusWidth(h)),
         "max_memory_clock_mhz": _ask(lambda: nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_MEM)),
         "compute_capability": list(cc) if cc else None,
         "power_limit_w": power_mw / 1000 if power_mw else None,
     }
+
+
+def _feature(call: Callable[[], Any]) -> bool | None:
+    """An NVML feature state (NVML_FEATURE_ENABLED = 1, DISABLED = 0); None when refused."""
+    state = _ask(call)
+    return None if state is None else bool(state)
 
 
 def _reserved_bytes(nv: Any, h: Any) -> int | None:
@@ -257,6 +267,8 @@ def _gpu_from_dump(g: dict[str, Any]) -> dict[str, Any]:
             {"pid": p.get("pid"), "used_memory_bytes": p.get("used_memory", p.get("usedGpuMemory"))}
             for p in g.get("compute_procs", [])
         ],
+        "display_active": None,  # not in the 2026-11-29 dump
+        "display_mode": None,
         "memory_bus_width_bits": g.get("mem_bus_width"),
         "max_memory_clock_mhz": g.get("max_mem_clock_mhz"),
         "compute_capability": g.get("compute_capability"),

@@ -10,4 +10,5 @@ pytest_plugins = [
     "tp2qual.hooks.evidence",
     "tp2qual.hooks.docker",
     "tp2qual.hooks.hosts",
+    "tp2qual.hooks.interrupts",
 ]

@@ -6,15 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 
-# The prefix each engine owns: a variable with it that the engine never reads does nothing.
-ENGINE_PREFIX = {"vllm": "VLLM_", "sglang": "SGLANG_"}
+from tp2qual.engines import engine_for
 
 
 def unknown_engine_env(
     engine: str, version: str, env: Mapping[str, str], known: Collection[str], source: str
 ) -> list[str]:
     """One problem per variable with the engine's prefix that ``known`` lacks, sorted by name."""
-    prefix = ENGINE_PREFIX.get(engine)
+    prefix = engine_for(engine).env_prefix  # a variable with it the engine never reads: inert
     if prefix is None:
         return []
     return [

@@ -6,7 +6,9 @@ communicator of TP size, over the shared-memory transport when P2P is disabled, 
 overrides acknowledged by NCCL itself ("set by environment"), and with no failure the diagnosis
 engine (``checks.diagnosis``) names: cuMem under WSL2, P2P across PCIe, /dev/shm exhaustion, the
 expandable allocator, hangs read from the log's timestamps, ... Harmless warnings it knows (the
-RAS bind warning, vLLM's custom all-reduce notice) do not fail the gate.
+RAS bind warning, vLLM's custom all-reduce notice) do not fail the gate, nor does an ``NCCL WARN``
+no rule explains while the probe and every rank came up: that is a notice, shown with the
+gate's figures; when the probe or a rank failed, it is a failure, the lead to follow.
 
 The input may be one rank's log or a server log where several ranks' lines interleave behind
 prefixes such as ``(TP0 pid=7)`` or ``[2026-11-29 15:57:18]``, so every pattern is searched
@@ -90,6 +92,7 @@ class NcclLog:
             "warnings": list(self.warnings),
             "signatures": [asdict(s) for s in self.signatures],
             "diagnosis": self.diagnosis.as_dict() if self.diagnosis else None,
+            "notices": [f.line() for f in self.diagnosis.notices] if self.diagnosis else [],
         }
 
 
@@ -135,15 +138,17 @@ def analyze(
     container: Mapping[str, Any] | None = None,
     host: Mapping[str, Any] | None = None,
     tp: int | None = None,
+    failed: bool = False,
 ) -> NcclLog:
     """Parse NCCL INFO text and diagnose it (``checks.diagnosis``): ``env``, ``container`` and
-    ``host`` are the settings in force and the host identity, so remedies fit them."""
+    ``host`` are the settings in force and the host identity, so remedies fit them; ``failed``:
+    the process that wrote it failed (exit status, timeout), which the text may not say."""
     lines = clean_lines(text)
     complete, started, pending = _inits(lines)
     transports = frozenset(m["via"] for m in _search_all(_CHANNEL, lines))
     acks = {m["key"]: m["value"].strip() for m in _search_all(_ENV_ACK, lines)}
     warnings = tuple(line.strip() for line in lines if _WARN.search(line))
-    diagnosis = diagnose(text, tp=tp, env=env or {}, container=container, host=host)
+    diagnosis = diagnose(text, tp=tp, env=env or {}, container=container, host=host, failed=failed)
     return NcclLog(
         version=_version(lines),
         init_complete=tuple(complete),

@@ -33,17 +33,14 @@ from typing import Any
 
 from tp2qual.checks.nccl import clean_lines
 from tp2qual.checks.verdict import Verdict
+from tp2qual.engines import vllm
 
-_STARTED = re.compile(
-    r"\bworld_size=(?P<world>-?\d+) rank=(?P<rank>-?\d+) local_rank=-?\d+ "
-    r"distributed_init_method=\S+ backend=(?P<backend>\w+)"
-)
-_FORMED = re.compile(r"\brank \d+ in world size (?P<world>\d+) is assigned as ")
-_NAMED = re.compile(r"\(Worker_TP(?P<tp>\d+)\b")
-_DIED = re.compile(
-    r"Worker proc (?P<proc>\S+) died unexpectedly(?: \(exit code: (?P<code>[^)]*)\))?"
-)
-_PREFIX = re.compile(r"^\((?P<name>[\w-]+) pid=(?P<pid>\d+)\)")
+# vLLM's own lines, from its module (tp2qual/engines/vllm.py, with their source).
+_STARTED = re.compile(vllm.RANK_STARTS)
+_FORMED = re.compile(vllm.GROUP_FORMED)
+_NAMED = re.compile(vllm.WORKER_NAMED_ANY)
+_DIED = re.compile(vllm.WORKER_DIED)
+_PREFIX = re.compile(vllm.PROCESS_PREFIX)
 _PROC_RANK = re.compile(r"-(?P<rank>\d+)$")  # VllmWorker-<rank>
 
 

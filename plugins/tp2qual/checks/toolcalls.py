@@ -16,6 +16,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
 from tp2qual.checks.verdict import Verdict
+from tp2qual.engines import engine_for
 
 
 def _parse_arguments(raw: Any) -> tuple[dict[str, Any] | None, str]:
@@ -76,19 +77,10 @@ def _call_shape_error(call: Any) -> str:
     return ""
 
 
-# Which finish_reason a correct call ends with, by engine and tool_choice: vLLM answers a *named*
-# tool_choice with "stop" on purpose, as OpenAI does (its chat serving code, the same in 0.22.1,
-# 0.25.1 and 0.32.0; seen on 0.32.0, recorded in plugins/tests/data/vllm-0.32.0/), and
-# "tool_calls" for required/auto; SGLang 0.5.23 says "tool_calls" for named and required.
-_FINISH_RULES: dict[tuple[str, str], tuple[frozenset[str], str]] = {
-    ("vllm", "named"): (frozenset({"stop", "tool_calls"}), "vLLM: a named tool_choice ends 'stop'"),
-}
-_DEFAULT_FINISH = (frozenset({"tool_calls"}), "a tool call ends 'tool_calls'")
-
-
 def expected_finish(engine: str, mode: str) -> tuple[frozenset[str], str]:
-    """The finish reasons a correct call may end with, and the rule that says so."""
-    return _FINISH_RULES.get((engine, mode.removesuffix("-stream")), _DEFAULT_FINISH)
+    """The finish reasons a correct call may end with, and the rule that says so: the engine's
+    own (``tp2qual.engines``; vLLM ends a named tool_choice 'stop')."""
+    return engine_for(engine).tool_finish_for(mode)
 
 
 def check_call(
@@ -231,6 +223,35 @@ def check_stream_matches(
     if bad := [i for i, n in enumerate(counts) if n != 1]:
         return Verdict.failed(f"function name not streamed exactly once for calls {bad}", **found)
     return Verdict.passed(**found)
+
+
+def reply_message(status: int | None, body: Any) -> tuple[dict[str, Any] | None, str]:
+    """Choice 0's message of a non-streamed chat completion, or why there is none: an HTTP
+    error (its status and body) or a 200 that carries no message. Either is the candidate's
+    answer and is judged as one, never read blindly into a KeyError."""
+    if status != 200:
+        return None, f"HTTP {status}: {_excerpt(body)}"
+    try:
+        message = body["choices"][0]["message"]
+    except (KeyError, IndexError, TypeError):
+        message = None
+    if not isinstance(message, dict):
+        return None, f"HTTP 200 without a chat completion message: {_excerpt(body)}"
+    return message, ""
+
+
+def _excerpt(body: Any, limit: int = 300) -> str:
+    text = body if isinstance(body, str) else json.dumps(body, sort_keys=True, default=str)
+    return text[:limit] + ("…" if len(text) > limit else "")
+
+
+def check_twin(streamed: dict[str, Any], status: int | None, body: Any) -> Verdict:
+    """A streamed call against its non-streamed twin's raw answer: the twin must be answered
+    (HTTP 200 with a message), then carry the same calls (:func:`check_stream_matches`)."""
+    message, problem = reply_message(status, body)
+    if message is None:
+        return Verdict.failed(f"non-streamed twin: {problem}", twin_status=status)
+    return check_stream_matches(streamed, message.get("tool_calls") or [])
 
 
 def _fold(text: str) -> str:

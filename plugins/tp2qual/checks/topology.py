@@ -1,7 +1,8 @@
 """Rules over a GPU topology snapshot (``tp2qual.gpu.snapshot()``): can this host run TP now?
 
 Exclusive TP2 needs as many GPUs as the TP size, enough memory on each, and no other serve on
-them; WSL2 is recorded because the NCCL and allocator workarounds depend on it. Pure: the
+them; WSL2 is recorded because the NCCL and allocator workarounds depend on it. A GPU that drives
+a display holds the desktop's memory, which is not another serve's (``memory_holder``). Pure: the
 snapshot dict in, a ``Verdict`` out; every figure the decision used goes into ``measures``.
 """
 
@@ -15,9 +16,23 @@ from tp2qual.checks.verdict import Verdict
 GIB = 1024**3
 MIB = 1024**2
 # NVML's v1 "used" includes the driver's reservation (616 MiB on an idle H200, where nvidia-smi
-# says "Used 0 MiB"); a desktop on the Windows host also holds some. Above this, another serve
-# is likely resident.
+# says "Used 0 MiB"). Above this, on a GPU that drives no display, another serve is likely resident.
 BUSY_FLOOR_MIB = 1024
+
+# What a desktop holds on the GPU that drives its display. Under WSL2, NVML counts the Windows
+# desktop's memory (its compositor and every window drawn on that GPU) as used, and lists no
+# process for it. Seen with nvidia-smi under WSL2 on display GPUs ("Disp.A On"): 1,138 MiB on an
+# RTX 5080 (driver 591.86, AlexsJones/llmfit#52), 2,880 MiB on a GeForce with applications open
+# (driver 526.98, XuehaiPan/nvitop#49); GPUs driving no display read 53-161 MiB there
+# (Syllo/nvtop#124). NVML still answers the display flags there (nvidia-smi -a under WSL2 with
+# WDDM: "Display Active: Enabled", NVIDIA/nvidia-container-toolkit#271). So up to 3 GiB on a
+# GPU with an active display and no compute process is the desktop's; a busier desktop (several
+# 4K screens) can hold more: the candidate's ``[gpus] desktop_mib`` or ``--desktop-mib`` raises
+# it, never lowers it.
+DESKTOP_TYPICAL_MIB = 3072
+
+# Who holds a GPU's memory (``memory_holder``).
+FREE, DESKTOP, SERVE = "free", "desktop", "another serve"
 
 # NVML reports the memory clock such that each pin moves two bits per clock: HBM's base clock is
 # double-data-rate (H200: 3201 MHz -> 6.4 Gb/s per pin) and for GDDR6X/GDDR7 the reported clock
@@ -73,9 +88,32 @@ def used_mib(gpu: Mapping[str, Any]) -> float:
     return max(0, used - reserved) / MIB
 
 
-def busy_reasons(gpu: Mapping[str, Any], floor_mib: float) -> list[str]:
-    """Why a GPU looks taken: compute processes, or memory held above the floor. Under WSL2
-    NVML lists no processes, so the memory rule is the one that still works there."""
+def memory_holder(
+    gpu: Mapping[str, Any], floor_mib: float, desktop_mib: float = DESKTOP_TYPICAL_MIB
+) -> str:
+    """Who holds the memory a GPU has in use: ``SERVE`` when NVML lists a compute process
+    (a serve has one; the desktop never does), ``FREE`` at or under the floor, ``DESKTOP`` when
+    NVML says a display is active on the GPU and no more than a desktop's typical figure is
+    used, else ``SERVE``: more than a desktop holds, though NVML lists no process (as under
+    WSL2, where it lists none even for a serve).
+
+    Only the display's *active* state counts: NVML's display *mode* ("a display is connected")
+    reads enabled on a headless H200 (plugins/tests/data/nvml-display-h200-2026-12-02)."""
+    if gpu.get("compute_processes"):
+        return SERVE
+    used = used_mib(gpu)
+    if used <= floor_mib:
+        return FREE
+    return DESKTOP if gpu.get("display_active") and used <= desktop_mib else SERVE
+
+
+def busy_reasons(
+    gpu: Mapping[str, Any], floor_mib: float, desktop_mib: float = DESKTOP_TYPICAL_MIB
+) -> list[str]:
+    """Why a GPU looks taken by another serve (empty when it is free or holds only the
+    desktop's memory): its compute processes, and the memory held above what explains it."""
+    if memory_holder(gpu, floor_mib, desktop_mib) != SERVE:
+        return []
     reasons = []
     procs = gpu.get("compute_processes") or []
     if procs:
@@ -83,16 +121,36 @@ def busy_reasons(gpu: Mapping[str, Any], floor_mib: float) -> list[str]:
             f"pid {p.get('pid')} ({(p.get('used_memory_bytes') or 0) / GIB:.1f} GiB)" for p in procs
         )
         reasons.append(f"{len(procs)} compute process(es): {listed}")
-    if used_mib(gpu) > floor_mib:
-        reasons.append(f"{used_mib(gpu):.0f} MiB used (floor {floor_mib:.0f} MiB)")
+    used = used_mib(gpu)
+    if gpu.get("display_active") and used > desktop_mib:
+        reasons.append(
+            f"{used:.0f} MiB used, more than a desktop holds (typical {desktop_mib:.0f} MiB) on"
+            " this display GPU"
+        )
+    elif used > floor_mib:
+        reasons.append(f"{used:.0f} MiB used (floor {floor_mib:.0f} MiB)")
     return reasons
+
+
+def desktop_notice(
+    gpu: Mapping[str, Any], floor_mib: float, desktop_mib: float, wsl2: bool
+) -> str | None:
+    """One sentence for a GPU whose used memory is the desktop's; None for any other GPU."""
+    if memory_holder(gpu, floor_mib, desktop_mib) != DESKTOP:
+        return None
+    where = " (under WSL2, NVML counts the Windows desktop's memory)" if wsl2 else ""
+    return (
+        f"{_gpu_label(gpu)} drives a display: its {used_mib(gpu):.0f} MiB used are the"
+        f" desktop's{where}, not another serve's (display active, no compute process, within a"
+        f" desktop's typical {desktop_mib:.0f} MiB); that memory is not the serve's"
+    )
 
 
 def _gpu_label(gpu: Mapping[str, Any]) -> str:
     return f"GPU {gpu.get('index')} ({gpu.get('name')})"
 
 
-def _gpu_measures(gpu: Mapping[str, Any], floor_mib: float) -> dict[str, Any]:
+def _gpu_measures(gpu: Mapping[str, Any], floor_mib: float, desktop_mib: float) -> dict[str, Any]:
     pcie = gpu.get("pcie") or {}
     nvlink = gpu.get("nvlink") or {}
     nvml_bw = nvml_bandwidth_gbs(gpu)
@@ -103,7 +161,9 @@ def _gpu_measures(gpu: Mapping[str, Any], floor_mib: float) -> dict[str, Any]:
         "uuid": gpu.get("uuid"),
         "memory_total_gib": round((gpu.get("memory_total_bytes") or 0) / GIB, 2),
         "memory_used_mib": round(used_mib(gpu), 1),
-        "busy": busy_reasons(gpu, floor_mib),
+        "memory_held_by": memory_holder(gpu, floor_mib, desktop_mib),
+        "display_active": gpu.get("display_active"),
+        "busy": busy_reasons(gpu, floor_mib, desktop_mib),
         "pcie": f"Gen{pcie.get('gen_current')} x{pcie.get('width_current')}"
         f" (max Gen{pcie.get('gen_max')} x{pcie.get('width_max')})",
         "nvlink_active_links": nvlink.get("active_links"),
@@ -119,15 +179,20 @@ def check(
     min_memory_gib_per_gpu: float,
     allow_busy: bool = False,
     busy_floor_mib: float = BUSY_FLOOR_MIB,
+    desktop_mib: float | None = None,
 ) -> Verdict:
     """Pass iff NVML answered, at least ``tp_size`` GPUs exist, each of the first ``tp_size`` has
-    the memory asked for, and none of them is busy (unless ``allow_busy``, recorded)."""
+    the memory asked for, and none of them is busy with another serve (unless ``allow_busy``,
+    recorded). A display GPU's desktop memory is a notice, not a busy GPU; ``desktop_mib``
+    raises the desktop's typical figure (never below ``DESKTOP_TYPICAL_MIB``)."""
     host = snapshot.get("host") or {}
+    desktop = max(DESKTOP_TYPICAL_MIB, desktop_mib or 0)
     base = {
         "tp_size": tp_size,
         "min_memory_gib_per_gpu": min_memory_gib_per_gpu,
         "allow_busy": allow_busy,
         "busy_floor_mib": busy_floor_mib,
+        "desktop_mib": desktop,
         "wsl2": bool(host.get("wsl2")),
         "driver_version": snapshot.get("driver_version"),
         "cuda_driver_version": snapshot.get("cuda_driver_version"),
@@ -141,14 +206,20 @@ def check(
         **base,
         "gpu_count": len(gpus),
         "gpu_names": [g.get("name") for g in gpus],
-        "gpus": [_gpu_measures(g, busy_floor_mib) for g in gpus],
+        "gpus": [_gpu_measures(g, busy_floor_mib, desktop) for g in gpus],
         "pairs": list(snapshot.get("pairs") or []),
-        "busy_gpus": [g.get("index") for g in used if busy_reasons(g, busy_floor_mib)],
+        "busy_gpus": [g.get("index") for g in used if busy_reasons(g, busy_floor_mib, desktop)],
+        "memory_held_by": [_held_by(g, busy_floor_mib, desktop) for g in used],
+        "notices": [
+            n
+            for g in used
+            if (n := desktop_notice(g, busy_floor_mib, desktop, bool(host.get("wsl2"))))
+        ],
     }
     problems = _count_problems(gpus, tp_size)
     problems += _memory_problems(used, min_memory_gib_per_gpu)
     if not allow_busy:
-        problems += _busy_problems(used, busy_floor_mib)
+        problems += _busy_problems(used, busy_floor_mib, desktop)
     if problems:
         return Verdict.failed("; ".join(problems), **measures)
     return Verdict.passed(**measures)
@@ -170,9 +241,28 @@ def _memory_problems(gpus: list[Mapping[str, Any]], min_gib: float) -> list[str]
     return problems
 
 
-def _busy_problems(gpus: list[Mapping[str, Any]], floor_mib: float) -> list[str]:
+def _held_by(gpu: Mapping[str, Any], floor_mib: float, desktop_mib: float) -> str:
+    """``GPU 0: desktop (1138 MiB)``: the finding's one line per GPU the candidate uses."""
+    holder = memory_holder(gpu, floor_mib, desktop_mib)
+    return f"GPU {gpu.get('index')}: {holder} ({used_mib(gpu):.0f} MiB used)"
+
+
+def _busy_problems(
+    gpus: list[Mapping[str, Any]], floor_mib: float, desktop_mib: float
+) -> list[str]:
     return [
-        f"{_gpu_label(gpu)} is busy: {'; '.join(reasons)} -> stop the other serve first"
+        f"{_gpu_label(gpu)} is busy: {'; '.join(reasons)}: another serve's"
+        f" -> {_busy_remedy(gpu, desktop_mib)}"
         for gpu in gpus
-        if (reasons := busy_reasons(gpu, floor_mib))
+        if (reasons := busy_reasons(gpu, floor_mib, desktop_mib))
     ]
+
+
+def _busy_remedy(gpu: Mapping[str, Any], desktop_mib: float) -> str:
+    if gpu.get("display_active") and not gpu.get("compute_processes"):
+        return (
+            "stop the other serve first; if it is the desktop alone that holds this much, raise"
+            f" the desktop's figure above {desktop_mib:.0f} MiB ([gpus] desktop_mib or"
+            " --desktop-mib)"
+        )
+    return "stop the other serve first"

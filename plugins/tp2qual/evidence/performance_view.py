@@ -26,6 +26,7 @@ from tp2qual.evidence.report_model import (
     fmt,
     ratio,
 )
+from tp2qual.perf.floors import AT_LEAST, DIRECTIONS, FLOORS_FILE, NO_FLOOR
 
 
 def _json(path: Path) -> dict[str, Any]:
@@ -52,11 +53,13 @@ def stat_rows(summary: Any) -> tuple[StatRow, ...]:
 
 
 def floor_of(key: str, floors: dict[str, Any], unit: str) -> tuple[float, str] | None:
-    """The candidate's floor on a figure (``decode_tok_s_median = 5``), drawn on its samples."""
+    """The candidate's floor on a figure (``decode_tok_s_median = 5``), drawn on its samples
+    with its direction (rates ≥, latencies ≤: perf/floors.py)."""
     for name, value in floors.items():
         figure, _, stat = name.rpartition("_")
         if figure == key and isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value), f"floor: {stat} ≥ {fmt(float(value))} {unit}"
+            way = DIRECTIONS.get(figure, AT_LEAST)
+            return float(value), f"floor: {stat} {way} {fmt(float(value))} {unit}"
     return None
 
 
@@ -107,11 +110,12 @@ def performance_context(cand_dir: Path) -> tuple[Fact, ...]:
         listed = comparison_.get("rows")
         rows = [r for r in listed if isinstance(r, dict)] if isinstance(listed, list) else []
         for row in rows:
+            compared = f"= {ratio(row.get('now'), row.get('baseline'))}"
             facts.append(
                 (
                     f"{row.get('figure')}: this / baseline",
-                    f"{fmt(row.get('now'))} / {fmt(row.get('baseline'))} = "
-                    f"{ratio(row.get('now'), row.get('baseline'))}",
+                    f"{fmt(row.get('now'))} / {fmt(row.get('baseline'))} "
+                    + (f"not compared: {row['refused']}" if row.get("refused") else compared),
                 )
             )
     if roof.get("computed"):
@@ -125,8 +129,28 @@ def performance_context(cand_dir: Path) -> tuple[Fact, ...]:
         facts.append(("measured / roofline", f"{measured} tok/s = {fmt(roof.get('fraction'))}"))
     elif roof:
         facts.append(("decode roofline", f"not computed: {roof.get('why')}"))
+    facts += floor_facts(_json(cand_dir / FLOORS_FILE))
     facts += server_timing_facts(_json(cand_dir / "server_timings.json") or {})
     return tuple(Fact(k, v) for k, v in facts)
+
+
+def floor_facts(judged: dict[str, Any]) -> list[tuple[str, str]]:
+    """Gate 08's floors as judged, each with its direction and source; none set said so."""
+    if not judged:
+        return []
+    listed = [f for f in judged.get("floors") or [] if isinstance(f, dict)]
+    facts = [
+        (f"floor {f.get('key')}", f"{f.get('direction')} {fmt(f.get('value'))} ({f.get('source')})")
+        for f in listed
+    ]
+    return facts or [("floors", str(judged.get("note") or NO_FLOOR))]
+
+
+def judged_floor_values(cand_dir: Path) -> dict[str, Any]:
+    """``{key: bound}`` of the floors gate 08 judged (written and derived), for the charts."""
+    listed = _json(cand_dir / FLOORS_FILE).get("floors")
+    rows = [f for f in listed if isinstance(f, dict)] if isinstance(listed, list) else []
+    return {str(f.get("key")): f.get("value") for f in rows}
 
 
 def server_timing_facts(timings: dict[str, Any]) -> list[tuple[str, str]]:

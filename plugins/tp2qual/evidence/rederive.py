@@ -3,8 +3,8 @@
 A verdict file (``deterministic_verdicts.jsonl`` …) is what a gate wrote about itself; the raw
 request/response records beside it (``deterministic.jsonl`` …) are what the server said. Here the
 same pure checks the gate ran (``checks.answers``, ``checks.repetition``, ``checks.toolcalls``,
-the capacity rules, ``perf.sampling`` and ``checks.stats``) run again on the raw records, with the
-settings the run recorded at its start (``identity/candidate.json``), never today's candidate
+``checks.overlength``, ``perf.sampling`` and ``checks.stats``) run again on the raw records, with
+the settings the run recorded at its start (``identity/candidate.json``), never today's candidate
 file. Each re-derivation gives the verdict rows as they should read (``rows``), what differs from
 the rows recorded (``mismatches``, naming the raw record), and what fails (``failures``).
 
@@ -28,20 +28,27 @@ from tp2qual.checks.answers import (
     check_reasoning_apart,
     split_reasoning,
 )
+from tp2qual.checks.engine_answer import judge as judge_engine_answer
+from tp2qual.checks.overlength import PASSING, classify, over_bound_problems
 from tp2qual.checks.repetition import Thresholds, check
 from tp2qual.checks.stats import summarize
 from tp2qual.checks.toolcalls import (
     check_call,
-    check_stream_matches,
+    check_twin,
     check_uses_result,
     expected_finish,
     reassemble_stream,
 )
+from tp2qual.engines import engine_for
 from tp2qual.evidence.claims import same
+from tp2qual.perf import floors
+from tp2qual.perf.roofline import decode_bound
 from tp2qual.perf.sampling import sample
 
 RESOLVED_CANDIDATE = "identity/candidate.json"  # written before the candidate's first gate
 FIGURES = ("ttft_s", "tpot_s", "decode_tok_s", "e2e_s")
+# What roofline.json records of the bound's inputs (perf/comparison.py roofline_for).
+ROOFLINE_INPUTS = ("active_params_b", "bits_per_weight", "bandwidth_gbs", "tp")
 
 
 class Unrederivable(ValueError):
@@ -306,26 +313,13 @@ def _judge_call(
     ]
     base = mode.removesuffix("-stream")
     if not problems and mode != base and base in run.settings.get("modes", []):
-        twin = _message(raw.get(f"{mode}-twin") or {}).get("tool_calls") or []
-        matches = check_stream_matches(got, twin)
+        twin = raw.get(f"{mode}-twin") or {}
+        matches = check_twin(got, _status(twin), twin.get("response"))
         problems += [] if matches.ok else [matches.reason]
     return problems
 
 
 # ---------------------------------------------------------------- gate 06
-
-
-def clean_rejection(status: int | None, body: object) -> str:
-    """Gate 06's rule for a prompt over the bound: a 4xx with a JSON error body."""
-    if status == 200:
-        return "accepted (HTTP 200): silently truncated or over-served"
-    if status is None or status >= 500:
-        return f"HTTP {status}: a server error, not a clean rejection"
-    if not 400 <= status < 500:
-        return f"HTTP {status}"
-    if not isinstance(body, dict) or not {"error", "detail", "message"} & body.keys():
-        return f"HTTP {status} without a JSON error body"
-    return ""
 
 
 def capacity(run: GateRun) -> Rederived:
@@ -337,6 +331,8 @@ def capacity(run: GateRun) -> Rederived:
             tag, new = "needle", _needle(run, raw.get("needle"))
         else:
             tag, new = "over-bound", _over_bound(run, raw)
+            if new is not None and "stream" not in row:  # a run from before the stream record:
+                new.pop("stream", None)  # its verdict (ok) is still re-derived and compared
         if new is None:
             out.mismatches.append(
                 Mismatch(f"capacity.jsonl {tag}", "exchange", "a verdict", "no such exchange")
@@ -369,16 +365,20 @@ def _needle(run: GateRun, exchange: dict[str, Any] | None) -> dict[str, Any] | N
 
 
 def _over_bound(run: GateRun, raw: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """Gate 06's over-bound check again, by the same pure rule (``checks.overlength``)."""
     over, after = raw.get("over-bound"), raw.get("after-over-bound")
     if over is None or after is None:
         return None
-    problems = [p for p in [clean_rejection(over.get("status"), over.get("response"))] if p]
+    known = engine_for(run.engine).over_length
+    plain = classify(over.get("status"), over.get("response"), over_length=known)
+    streamed = None
     if run.settings.get("stream_over_bound"):
         stream = raw.get("over-bound-stream") or {}
-        problem = clean_rejection(stream.get("status"), stream.get("error_body"))
-        problems += [f"streamed: {problem}"] if problem else []
-    problems += [] if after.get("status") == 200 else ["server unhealthy afterwards"]
-    return {"status": over.get("status"), "after_status": after.get("status"), "ok": not problems}
+        chunks = _chunks(stream)[0] if "chunks" in stream else None
+        streamed = classify(stream.get("status"), stream.get("error_body"), chunks, known)
+    problems = over_bound_problems(plain, streamed, after.get("status"))
+    new = {"status": over.get("status"), "after_status": after.get("status"), "ok": not problems}
+    return new | ({"stream": streamed.as_dict()} if streamed else {})
 
 
 # ---------------------------------------------------------------- gate 07
@@ -466,11 +466,30 @@ def _summary(run: GateRun, samples: list[dict[str, Any]], out: Rederived) -> Non
                     {f"{name}.{stat}": (written.get(name) or {}).get(stat)},
                     **{f"{name}.{stat}": stats[name][stat]},
                 )
-    for key, floor in run.settings.get("floors", {}).items():
-        name, _, stat = key.rpartition("_")
-        value = (stats.get(name) or {}).get(stat)
-        if value is None or value < floor:
-            out.failures.append(f"{key} = {value} below floor {floor}")
+    roof = _json(run.root / "roofline.json")
+    if roof.get("computed"):  # a floor derived of the bound rests on its inputs, not its figure
+        out.compare("roofline.json inputs", "roofline.json", roof, bound_tok_s=_bound(roof))
+    judged = floors.judged_floors(
+        run.settings, _json(run.root / "throughput_comparison.json"), roof
+    )  # the gate's own derivation and check, in its direction (perf/floors.py)
+    out.failures += [*judged.not_derived, *floors.misses(judged.floors, samples)]
+
+
+def _bound(roof: Mapping[str, Any]) -> float | str:
+    """The decode bound that roofline.json's own inputs give (perf/roofline.py)."""
+    try:
+        return decode_bound(*(roof[k] for k in ROOFLINE_INPUTS)).bound_tok_s
+    except (KeyError, TypeError, ValueError) as exc:
+        return f"no bound: {exc}"
+
+
+def _json(path: Path) -> dict[str, Any]:
+    """A JSON object the gate wrote beside its samples; {} when it is not there or unreadable."""
+    try:
+        body = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return body if isinstance(body, dict) else {}
 
 
 def agreement(run: GateRun) -> Rederived:
@@ -495,7 +514,31 @@ def agreement(run: GateRun) -> Rederived:
 Rederiver = Callable[[GateRun], Rederived]
 
 # One entry per gate that has raw exchanges to re-derive from.
+ENGINE_CHECK = "engine_check.json"  # gate 00's engine answer (tests/test_00_preflight.py)
+
+
+def preflight(run: GateRun) -> Rederived:
+    """Gate 00's engine check: the engine's recorded answer judged again. (Its pins are
+    re-checked by verify's own pin checks; a run whose engine was never asked has no answer.)"""
+    out = Rederived()
+    path = run.root / ENGINE_CHECK
+    if not path.is_file():
+        return out
+    try:
+        recorded = json.loads(path.read_text())
+        verdict = judge_engine_answer(recorded["answer"], platform=recorded["platform"])
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise Unrederivable(f"{ENGINE_CHECK} does not hold an engine answer: {exc!r}") from None
+    new = {"accepted": verdict.ok, **verdict.measures}
+    out.records = 1
+    out.compare(ENGINE_CHECK, ENGINE_CHECK, recorded, **new)
+    out.rows[ENGINE_CHECK] = [{**recorded, **new}]
+    out.failures += [f"{ENGINE_CHECK}: {r}" for r in verdict.measures["refusals"]]
+    return out
+
+
 REDERIVERS: dict[str, Rederiver] = {
+    "preflight": preflight,
     "deterministic": deterministic,
     "repetition": repetition,
     "tool_calls": tool_calls,
@@ -515,6 +558,7 @@ def _some(value: Any, _settings: Mapping[str, Any]) -> bool:
 
 # What a claim's value must be for its gate to have passed, by claim name (settings: the gate's).
 SUPPORTS_PASS: dict[str, Callable[[Any, Mapping[str, Any]], bool]] = {
+    "engine_accepts_launch": _true,
     "known_answers_correct": _true,
     "answers_identical_over_repeats": _true,
     "long_outputs_clean": _true,
@@ -523,20 +567,18 @@ SUPPORTS_PASS: dict[str, Callable[[Any, Mapping[str, Any]], bool]] = {
     "tool_calls_checked": _some,
     "needle_prompt_fill": lambda v, s: isinstance(v, int | float) and v >= s["fill"] - 0.05,
     "over_bound_status": lambda v, _s: isinstance(v, int) and 400 <= v < 500,
+    "over_bound_stream": lambda v, _s: v in PASSING,
     "samples": lambda v, s: isinstance(v, int) and v >= s["samples"],
 }
 
 
 def supports_pass(name: str, value: Any, settings: Mapping[str, Any]) -> bool | None:
     """Whether a claim's value is one a passed gate can have; None when no rule applies.
-    A throughput figure with a floor must meet it."""
+    A throughput figure with a written floor must meet it in the floor's direction."""
     rule = SUPPORTS_PASS.get(name)
     if rule is not None:
         try:
             return rule(value, settings)
         except (KeyError, TypeError):
             return False
-    floor = (settings.get("floors") or {}).get(name)
-    if floor is not None:
-        return isinstance(value, int | float) and value >= floor
-    return None
+    return floors.claim_meets(name, value, settings)

@@ -35,6 +35,7 @@ from tp2qual.evidence.finding import (
 from tp2qual.evidence.layout import FINDING, MANIFEST, REPORT, atomic_write
 from tp2qual.evidence.performance_view import (
     comparison,
+    judged_floor_values,
     performance_context,
     sample_charts,
     stat_rows,
@@ -230,7 +231,7 @@ def build_candidate(run_dir: Path, cand_dir: Path, manifest: dict[str, Any]) -> 
         failures=tuple(g for g in gates if g.outcome == FAILED),
         suite_errors=tuple(g for g in gates if g.outcome == ERROR),
         stats=stat_rows(_json(cand_dir / SUMMARY)),
-        plots=sample_charts(cand_dir, _floors(finding)),
+        plots=sample_charts(cand_dir, judged_floor_values(cand_dir) or _floors(finding)),
         context=performance_context(cand_dir),
         artifacts=tuple(_link(run_dir, p, manifest) for p in files),
         comparison=comparison(run_dir, cand_dir.name, verdict),

@@ -192,7 +192,8 @@ def check_rederived(
             if problem:
                 problems.append(problem)
                 continue
-            result.rechecked[gate] += got.records
+            if got.records:  # a gate with nothing raw to re-check (no engine asked) is not listed
+                result.rechecked[gate] += got.records
             problems += [
                 Problem("rederive", f"{cand_dir.name}/{m.record}", f"{gate}: {m.line()}")
                 for m in got.mismatches

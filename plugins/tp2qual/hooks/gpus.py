@@ -1,4 +1,5 @@
-"""GPUs plugin: what the machine's GPUs are, read once per candidate, and ``--allow-busy``.
+"""GPUs plugin: what the machine's GPUs are, read once per candidate, ``--allow-busy`` and
+``--desktop-mib``.
 
 The ``gpu_snapshot`` fixture (NVML topology: names, UUIDs, memory, PCIe, NVLink, P2P status,
 processes; WSL2) is written to ``topology.json`` the first time a candidate needs it — by gate 00,
@@ -25,6 +26,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="let preflight pass when the target GPUs are in use (recorded)",
     )
+    group.addoption(
+        "--desktop-mib",
+        type=float,
+        default=None,
+        metavar="MIB",
+        help="memory a display's desktop may hold on the GPU driving it before preflight calls"
+        " that GPU busy (default and minimum: checks/topology.py DESKTOP_TYPICAL_MIB, 3072)",
+    )
 
 
 # Who reads the GPUs a candidate runs on: NVML here, or (hosts plugin) a probe container on the
@@ -47,3 +56,10 @@ def gpu_snapshot(
 @pytest.fixture(scope="session")
 def allow_busy(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("allow_busy"))
+
+
+@pytest.fixture(scope="session")
+def desktop_mib(request: pytest.FixtureRequest) -> float | None:
+    """``--desktop-mib``, when given (the candidate's ``[gpus] desktop_mib`` is the other way)."""
+    value = request.config.getoption("desktop_mib")
+    return float(value) if value is not None else None

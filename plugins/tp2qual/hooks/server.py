@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from tp2qual import dry_run
 from tp2qual.candidate import Candidate
 from tp2qual.evidence.claims import make_claim
 from tp2qual.evidence.finding import CandidateRecord
@@ -43,7 +44,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtestloop(session: pytest.Session) -> bool | None:
-    """``--plan``: print each selected candidate's launch, start nothing."""
+    """``--plan``: print each selected candidate's dry run (tp2qual.dry_run), start nothing."""
     if not session.config.getoption("plan"):
         return None
     state = session.config.stash[run_key]
@@ -58,8 +59,10 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
 
 
 def plan_for(candidate: Candidate, run_id: str) -> str:
+    """The candidate's dry run: its sections (tp2qual.dry_run), in order."""
     log = Path(gettempdir()) / "tp2qual-plan.log"  # never written: nothing starts
-    return build_launcher(candidate, log, Redactor(candidate.env()), run_id=run_id).plan()
+    launch = build_launcher(candidate, log, Redactor(candidate.env()), run_id=run_id).plan()
+    return dry_run.render(dry_run.plan_sections(candidate, launch))
 
 
 @pytest.fixture(scope="session")

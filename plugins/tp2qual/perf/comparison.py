@@ -5,6 +5,11 @@ JSON-ready dicts.
 A baseline counts as *corroborated* only when it points at a raw local artifact (a finding.json
 under results/, or a run folder holding one) that carries the figure; numbers copied from prose
 are shown, with their date and source, as uncorroborated.
+
+A figure is compared only under the suite's own definition (perf/sampling.py): a local finding's
+figures are, by construction; a figure copied from elsewhere only when ``baseline.definitions``
+says so for it (``"perf/sampling.py"``). Any other figure is shown with the reason it is not
+compared (its stated definition, or that none is stated), never divided by.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from typing import Any
 from tp2qual.checks.stats import ratio
 from tp2qual.checks.topology import memory_bandwidth_gbs
 from tp2qual.evidence.finding import Finding, Verdict
+from tp2qual.perf.floors import refusal
 from tp2qual.perf.roofline import decode_bound, fraction
 
 
@@ -30,11 +36,15 @@ def compare_baseline(
     corroborated = recorded is not None and recorded.verdict == Verdict.PASS
     figures = recorded.figures("throughput") if recorded and corroborated else {}
     figures = figures or dict(baseline.get("figures", {}))
+    definitions = {} if corroborated else dict(baseline.get("definitions", {}))
     rows = []
     for key, then in sorted(figures.items()):
         name, _, stat = key.rpartition("_")
         now = summary.get(name, {}).get(stat)
-        rows.append({"figure": key, "now": now, "baseline": then, "ratio": ratio(now, then)})
+        refused = None if corroborated else refusal(key, definitions)
+        row = {"figure": key, "now": now, "baseline": then}
+        row["ratio"] = None if refused else ratio(now, then)
+        rows.append({**row, "refused": refused} if refused else row)
     return {
         "baseline": {k: baseline.get(k) for k in ("date", "source", "tp", "finding", "note")},
         "corroborated": corroborated,

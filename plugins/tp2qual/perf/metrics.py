@@ -3,7 +3,9 @@
 vLLM (``/metrics``) and SGLang (``--enable-metrics``, ``/metrics``) export Prometheus histograms
 of TTFT, inter-token latency and end-to-end latency. A histogram's ``_sum`` and ``_count`` only
 grow, so the mean over a window is (sum after - sum before) / (count after - count before) from
-two scrapes: one before the measured samples, one after them (the warm-up stays outside).
+two scrapes: one before the measured samples, one after them (the warm-up stays outside). The
+names each engine exports, and the log line llama.cpp prints, are its module's in
+``tp2qual.engines``.
 
 Semantics worth knowing when comparing with the client:
 
@@ -31,17 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-# Each figure: the histogram names that carry it, newest first; the first one present is used.
-HISTOGRAMS: dict[str, tuple[str, ...]] = {
-    "ttft_s": ("vllm:time_to_first_token_seconds", "sglang:time_to_first_token_seconds"),
-    "itl_s": (
-        "vllm:inter_token_latency_seconds",
-        "vllm:time_per_output_token_seconds",
-        "sglang:inter_token_latency_seconds",
-        "sglang:time_per_output_token_seconds",
-    ),
-    "e2e_s": ("vllm:e2e_request_latency_seconds", "sglang:e2e_request_latency_seconds"),
-}
+from tp2qual.engines import llamacpp
 
 _SAMPLE = re.compile(
     r"^(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)"
@@ -153,11 +145,15 @@ def window_mean(
 
 
 def server_window(
-    before_text: str, after_text: str, labels: Mapping[str, str] | None = None
+    before_text: str,
+    after_text: str,
+    histograms: Mapping[str, Sequence[str]],
+    labels: Mapping[str, str] | None = None,
 ) -> dict[str, WindowMean]:
-    """TTFT, ITL and E2E window means from two vLLM/SGLang ``/metrics`` scrapes."""
+    """TTFT, ITL and E2E window means from two ``/metrics`` scrapes; ``histograms``: the
+    engine's names per figure, newest first (``Engine.histograms``, ``tp2qual.engines``)."""
     before, after = parse(before_text), parse(after_text)
-    return {key: window_mean(before, after, names, labels) for key, names in HISTOGRAMS.items()}
+    return {key: window_mean(before, after, names, labels) for key, names in histograms.items()}
 
 
 # --- llama.cpp ------------------------------------------------------------------------------
@@ -178,10 +174,8 @@ def llamacpp_window(before_text: str, after_text: str) -> dict[str, float | None
         return d_s / d_n if d_s is not None and d_n else None
 
     return {
-        "decode_s_per_token": per(
-            "llamacpp:tokens_predicted_seconds_total", "llamacpp:tokens_predicted_total"
-        ),
-        "prompt_s_per_token": per("llamacpp:prompt_seconds_total", "llamacpp:prompt_tokens_total"),
+        f"{what}_s_per_token": per(seconds, tokens)
+        for what, (seconds, tokens) in llamacpp.SERVER_COUNTERS.items()
     }
 
 
@@ -203,10 +197,7 @@ def llama_server_timings(timings: Mapping[str, Any]) -> dict[str, float | None]:
     }
 
 
-_PERF = re.compile(
-    r"llama_perf_context_print:\s+(?P<what>load|prompt eval|eval|total) time\s*=\s*"
-    r"(?P<ms>[\d.]+) ms(?:\s*/\s*(?P<n>\d+) (?:tokens|runs))?"
-)
+_PERF = re.compile(llamacpp.PERF_LINE)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from dataclasses import asdict
 from typing import Any
 
 from tp2qual.candidate import Candidate
+from tp2qual.engines import engine_for
 from tp2qual.perf.metrics import llama_perf_decode_s, llama_perf_from_log, server_window
 from tp2qual.serving.server import Api
 
@@ -19,13 +20,14 @@ class ServerWindow:
     def __init__(self, api: Api, candidate: Candidate):
         self.api = api
         self.candidate = candidate
+        self.engine = engine_for(candidate.engine)
         self._before: str | None = None
         self._log_mark = 0
 
     def _scrape(self, tag: str) -> str | None:
-        if self.candidate.engine == "llama.cpp":
+        if self.engine.metrics_path is None:  # llama-cpp-python: no /metrics
             return None
-        got = self.api.request(tag, "GET", "/metrics", timeout=10)
+        got = self.api.request(tag, "GET", self.engine.metrics_path, timeout=10)
         return got.body if got.status == 200 and isinstance(got.body, str) else None
 
     def _log_lines(self) -> list[str]:
@@ -41,7 +43,8 @@ class ServerWindow:
         after = self._scrape("metrics-after")
         if self._before is not None and after is not None:
             labels = {"model_name": self.candidate.served_name}
-            window = {k: asdict(v) for k, v in server_window(self._before, after, labels).items()}
+            means_by = server_window(self._before, after, self.engine.histograms, labels)
+            window = {k: asdict(v) for k, v in means_by.items()}
             return {"source": "/metrics histograms", "server": window, "client_means": means}
         decode_s = llama_perf_decode_s(llama_perf_from_log(self._log_lines()[self._log_mark :]))
         return {

@@ -2,7 +2,8 @@
 
 ``model_identity`` checks the pins *before* anything starts (a wrong file or revision is one
 clear error): a local file by its sha256, a hub snapshot file by file against the content
-addresses the cache names its blobs by (``hub_snapshot``); digests are cached across runs by
+addresses the cache names its blobs by (``hub_snapshot``), and a speculative draft's snapshot the
+same way; digests are cached across runs by
 (device, inode, size, mtime) and the facts say how many came from that cache.
 ``engine_identity`` asks the running server what it is.
 """
@@ -19,6 +20,8 @@ from typing import Any
 import httpx
 
 from tp2qual.candidate import Candidate, cache_dir
+from tp2qual.draft import draft_pin
+from tp2qual.engines import engine_for
 from tp2qual.exceptions import PinMismatch
 from tp2qual.gpu import host_info
 from tp2qual.serving.hub_snapshot import DigestCache, SnapshotMismatch, check_snapshot
@@ -58,6 +61,8 @@ def model_identity(candidate: Candidate) -> dict[str, Any]:
                 + (" (digest from the cache)" if cached else ""),
                 candidate=candidate.name,
             )
+    if (draft := draft_identity(candidate, digests)) is not None:
+        facts["draft"] = draft
     digests.save()
     return facts | {"digests_cached": digests.hits, "digests_hashed": digests.hashed}
 
@@ -65,6 +70,31 @@ def model_identity(candidate: Candidate) -> dict[str, Any]:
 def hf_snapshot(candidate: Candidate, digests: DigestCache) -> dict[str, Any]:
     """The Hugging Face cache snapshot the engine will load, when the cache is local, proven
     file by file against the content addresses of its blobs."""
+    model = candidate.model
+    return _snapshot(candidate, model["repo"], model["revision"], "model.revision", digests)
+
+
+def draft_identity(candidate: Candidate, digests: DigestCache) -> dict[str, Any] | None:
+    """The speculative draft (``[model.draft]``), proven exactly as the model's snapshot is;
+    an unresolved revision is refused: the engine would load whatever the cache's main is."""
+    draft = candidate.model.get("draft")
+    if draft is None:
+        return None
+    pin = draft_pin(draft, candidate.path, candidate.name)
+    if pin.value is None:
+        how = draft.get("how_to_pin")
+        raise PinMismatch(
+            f"model.draft.revision {pin.raw} is unresolved ({pin.source}): the draft "
+            f"{draft['repo']} is not pinned" + (f"; {how}" if how else ""),
+            candidate=candidate.name,
+        )
+    facts = _snapshot(candidate, draft["repo"], pin.value, "model.draft.revision", digests)
+    return {"repo": draft["repo"], "requested_revision": pin.raw, "pin_source": pin.source} | facts
+
+
+def _snapshot(
+    candidate: Candidate, repo: str, revision: str, field: str, digests: DigestCache
+) -> dict[str, Any]:
     cache = candidate.model.get("hf_cache") or os.environ.get("HF_HUB_CACHE", "")
     if not cache:
         raise PinMismatch(
@@ -72,19 +102,18 @@ def hf_snapshot(candidate: Candidate, digests: DigestCache) -> dict[str, Any]:
             "pinned revision cannot be resolved before the start",
             candidate=candidate.name,
         )
-    repo_dir = Path(cache).expanduser() / ("models--" + candidate.model["repo"].replace("/", "--"))
-    snapshot = repo_dir / "snapshots" / candidate.model["revision"]
+    repo_dir = Path(cache).expanduser() / ("models--" + repo.replace("/", "--"))
+    snapshot = repo_dir / "snapshots" / revision
     if not snapshot.is_dir():
         raise PinMismatch(
-            f"model.revision {candidate.model['revision']} is not in the cache at {repo_dir}",
+            f"{field} {revision} is not in the cache at {repo_dir} "
+            f"(hf download {repo} --revision {revision} --cache-dir {cache})",
             candidate=candidate.name,
         )
     try:
         checked = check_snapshot(snapshot, digests)
     except SnapshotMismatch as exc:
-        raise PinMismatch(
-            f"model.revision {candidate.model['revision']}: {exc}", candidate=candidate.name
-        ) from None
+        raise PinMismatch(f"{field} {revision}: {exc}", candidate=candidate.name) from None
     return {"resolved_revision": snapshot.name, "snapshot": str(snapshot), **checked}
 
 
@@ -97,9 +126,7 @@ def engine_identity(
         "kind": candidate.engine,
         "chat_format": candidate.spec["engine"].get("chat_format"),
     }
-    # SGLang renamed /get_server_info to /server_info (the old path is a deprecated alias).
-    probes = {"vllm": ("/version",), "sglang": ("/server_info", "/get_server_info")}
-    paths = probes.get(candidate.engine, ())
+    paths = engine_for(candidate.engine).identity_paths  # tried in order; a 404 tries the next
     for path in paths:
         try:
             response = httpx.get(base_url + path, timeout=5, trust_env=False)

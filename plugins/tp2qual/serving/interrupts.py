@@ -49,3 +49,18 @@ def interrupts_at_safe_points() -> Iterator[Callable[[], None]]:
     finally:
         signal.signal(signal.SIGINT, before)
         checkpoint()
+
+
+def forget_handled_interrupts() -> None:
+    """Clear CPython's mark of an unhandled Ctrl-C once every Ctrl-C so far has been handled.
+
+    Under ``python -m``, ``Py_RunMain`` (Modules/main.c) ends the process *by SIGINT* when the
+    runtime's ``unhandled_keyboard_interrupt`` flag is set. Up to 3.13, ``run_eval_code_obj``
+    (Python/pythonrun.c) sets it whenever a KeyboardInterrupt leaves code that ``exec``/``eval``
+    compiled from a string (a dataclass's generated methods, a namedtuple), even when a caller
+    then handles it: a Ctrl-C that lands there during start-up made a run that pytest had
+    stopped, settled and reported exit -2 instead of pytest's 2. Each such ``exec`` clears the
+    flag before it runs, so one trivial ``exec`` clears the stale mark; a KeyboardInterrupt that
+    later really escapes still sets it (``pymain_run_module``). CPython 3.14 sets the flag only
+    for an interrupt that reaches the top (gh-128130), where this does nothing."""
+    exec("pass", {})  # a constant: see above

