@@ -146,6 +146,31 @@ def test_vllm_healthy_tp2_start_names_nothing():
     assert diagnose(text, tp=2).verdict == "ok"
 
 
+# --- the real engine: vLLM 0.32.0 CPU at TP2 with rank 1's worker held before its init
+# (data/vllm-cpu-tp2/rank1-never-joins.log, from test_tp2_serve_faults.py) -----------------------
+
+NEVER_JOINS = (DATA / "vllm-cpu-tp2" / "rank1-never-joins.log").read_text()
+# The log as the readiness wait found it: rank 0 began to join, then nothing (the rest is the
+# suite's stop: the engine's SIGTERM lines and its start-up traceback).
+AS_THE_WAIT_ENDED = "".join(NEVER_JOINS.splitlines(keepends=True)[:50])
+
+
+def test_vllm_the_real_never_joining_rank_is_named():
+    (first,) = diagnose(NEVER_JOINS, tp=2).failures
+    assert first.rule == "missing_rank"
+    assert "rank(s) [1] of 2 never joined: rank(s) [0] started init" in first.cause
+    assert "world_size=2 rank=0 " in first.evidence[0][1]
+
+
+def test_vllm_a_silent_wait_is_a_stall_only_by_its_quiet_time():
+    assert AS_THE_WAIT_ENDED.rstrip().endswith("backend=gloo")
+    assert "missing_rank" not in rules(AS_THE_WAIT_ENDED, tp=2)  # nothing dates the stall
+    assert "missing_rank" not in rules(AS_THE_WAIT_ENDED, tp=2, quiet_s=10)  # too short
+    (first,) = diagnose(AS_THE_WAIT_ENDED, tp=2, quiet_s=45).failures
+    assert first.rule == "missing_rank"
+    assert "the log went on for 45 s (45 s of it silent, until it was read)" in first.cause
+
+
 # --- the probe's report line, from the same real captures ---------------------------------------
 
 

@@ -50,3 +50,43 @@ def test_the_wrong_world_size_or_backend_fails() -> None:
 def test_no_group_formed_fails() -> None:
     verdict = ranks.check(ranks.analyze(without("is assigned as")), tp_size=2, backend="gloo")
     assert not verdict.ok and "no group formed" in verdict.reason
+
+
+# --- a worker that died mid-run: data/vllm-cpu-tp2/worker-killed.log, the same serve with rank
+# 1's worker SIGKILLed while a request was in flight -------------------------------------------
+
+KILLED = (Path(__file__).parent / "data" / "vllm-cpu-tp2" / "worker-killed.log").read_text()
+RANK1_LAST = (
+    "(Worker_TP1 pid=841) INFO 12-02 05:09:12 [cpu_worker.py:260] Explicitly set (1.0/16.71) GiB"
+    " for KV cache on node 0."
+)
+
+
+def test_the_killed_worker_is_named_with_its_rank_and_last_line() -> None:
+    dead = ranks.dead_worker(KILLED)
+    assert dead is not None
+    assert (dead.process, dead.rank, dead.pid, dead.exit_code) == ("VllmWorker-1", 1, 841, None)
+    assert dead.last_line == RANK1_LAST  # its own, not rank 0's later shutdown lines
+    assert "died unexpectedly (exit code: None)" in dead.death
+    assert dead.describe() == (
+        "TP rank 1's worker (VllmWorker-1, pid 841) died: the engine logged no exit code;"
+        f" its last log line: '{RANK1_LAST}'"
+    )
+
+
+def test_a_logged_exit_code_is_quoted() -> None:
+    text = KILLED.replace("(exit code: None)", "(exit code: -9)")
+    dead = ranks.dead_worker(text)
+    assert dead is not None and dead.exit_code == -9
+    assert "the engine logged exit code -9" in dead.describe()
+
+
+def test_a_worker_that_never_logged_is_named_by_its_process() -> None:
+    text = "\n".join(ln for ln in KILLED.splitlines() if "pid=841)" not in ln)
+    dead = ranks.dead_worker(text)
+    assert dead is not None and (dead.rank, dead.pid, dead.last_line) == (1, None, None)
+    assert "its last log line: none (it logged nothing)" in dead.describe()
+
+
+def test_a_healthy_start_names_no_dead_worker() -> None:
+    assert ranks.dead_worker(REAL) is None

@@ -12,7 +12,17 @@ gate 01 reads the lines vLLM itself prints while the ranks come up (vLLM 0.32.0;
   TP group exists (``multiproc_executor.py``); before that its lines say ``(Worker pid=…)``.
 
 So a rank joined when it started with the right world size and backend and then logged under its
-TP name. Pure: text in, a frozen dataclass and a ``Verdict`` out.
+TP name.
+
+A worker that died mid-run is read from the same engine's lines (``dead_worker``): the multiproc
+executor's monitor logs ``Worker proc VllmWorker-<rank> died unexpectedly (exit code: C),
+shutting down executor.`` (``v1/executor/multiproc_executor.py:315``; the process is named by its
+rank at :747). The exit code is what ``multiprocessing`` had reaped by then: ``None`` when the
+monitor woke before the kill was reaped (seen for a SIGKILL, ``data/vllm-cpu-tp2/``). The
+worker's lines carry its pid in every prefix it logs under (``VllmWorker-1``, ``Worker``,
+``Worker_TP1``), so its TP rank and last line follow from that pid.
+
+Pure: text in, frozen dataclasses and a ``Verdict`` out.
 """
 
 from __future__ import annotations
@@ -29,6 +39,9 @@ from tp2qual.engines import vllm
 _STARTED = re.compile(vllm.RANK_STARTS)
 _FORMED = re.compile(vllm.GROUP_FORMED)
 _NAMED = re.compile(vllm.WORKER_NAMED_ANY)
+_DIED = re.compile(vllm.WORKER_DIED)
+_PREFIX = re.compile(vllm.PROCESS_PREFIX)
+_PROC_RANK = re.compile(r"-(?P<rank>\d+)$")  # VllmWorker-<rank>
 
 
 @dataclass(frozen=True)
@@ -83,3 +96,52 @@ def check(log: RankLog, *, tp_size: int, backend: str) -> Verdict:
         problems.append(f"no '{line}' line: no group formed")
     facts = log.to_dict() | {"tp_size": tp_size, "backend": backend}
     return Verdict.failed("; ".join(problems), **facts) if problems else Verdict.passed(**facts)
+
+
+@dataclass(frozen=True)
+class DeadWorker:
+    """The worker the engine itself said died, as its own lines tell it."""
+
+    process: str  # the executor's name for it (``VllmWorker-1``)
+    rank: int | None  # its TP rank (its ``Worker_TP<r>`` name), else the rank in its process name
+    pid: int | None  # the pid its lines carry
+    exit_code: int | None  # None: the engine logged none
+    death: str  # the executor's line saying so
+    last_line: str | None  # the worker's own last line before it died
+
+    def describe(self) -> str:
+        """One sentence: which rank died, its exit code as logged, and its last line."""
+        who = f"TP rank {self.rank}" if self.rank is not None else "a worker"
+        pid = f", pid {self.pid}" if self.pid is not None else ""
+        code = (
+            "the engine logged no exit code"
+            if self.exit_code is None
+            else f"the engine logged exit code {self.exit_code}"
+        )
+        last = f"'{self.last_line}'" if self.last_line else "none (it logged nothing)"
+        return f"{who}'s worker ({self.process}{pid}) died: {code}; its last log line: {last}"
+
+
+def dead_worker(text: str) -> DeadWorker | None:
+    """The first worker the engine's executor logged as died unexpectedly, or None."""
+    lines = clean_lines(text)
+    found = next(((n, m) for n, ln in enumerate(lines) if (m := _DIED.search(ln))), None)
+    if found is None:
+        return None
+    at, died = found
+    process = died["proc"]
+    prefixes = [(n, m) for n, ln in enumerate(lines[:at]) if (m := _PREFIX.match(ln))]
+    pid = next((int(m["pid"]) for _, m in prefixes if m["name"] == process), None)
+    own = [n for n, m in prefixes if pid is not None and int(m["pid"]) == pid]
+    named = {int(t["tp"]) for n in own for t in _NAMED.finditer(lines[n])}
+    by_name = _PROC_RANK.search(process)
+    rank = min(named) if named else (int(by_name["rank"]) if by_name else None)
+    code = (died["code"] or "").strip()
+    return DeadWorker(
+        process=process,
+        rank=rank,
+        pid=pid,
+        exit_code=int(code) if re.fullmatch(r"-?\d+", code) else None,
+        death=lines[at].strip(),
+        last_line=lines[own[-1]].strip() if own else None,
+    )

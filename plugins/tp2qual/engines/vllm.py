@@ -25,6 +25,12 @@ GROUP_FORMED = r"\brank (?P<rank>\d+) in world size (?P<world>\d+) is assigned a
 WORKER_NAMED = r"\(Worker_TP(?P<rank>\d+)(?:_\w+)? pid=\d+\)"
 WORKER_NAMED_ANY = r"\(Worker_TP(?P<tp>\d+)\b"
 CUSTOM_ALLREDUCE_OFF = r"Custom allreduce is disabled because"
+# A worker's death, as the multiproc executor's monitor logs it (0.32.0
+# v1/executor/multiproc_executor.py:315; the code None when not yet reaped), and the
+# "(Name pid=N)" prefix of every line a vLLM process logs (seen in
+# plugins/tests/data/vllm-cpu-tp2/worker-killed.log): read by checks/ranks.dead_worker.
+WORKER_DIED = r"Worker proc (?P<proc>\S+) died unexpectedly(?: \(exit code: (?P<code>[^)]*)\))?"
+PROCESS_PREFIX = r"^\((?P<name>[\w-]+) pid=(?P<pid>\d+)\)"
 
 _CACHE_BLOCKS = re.compile(r'vllm:cache_config_info\{[^}]*num_gpu_blocks="(\d+)"')
 
@@ -66,6 +72,8 @@ ENGINE = Engine(
         "worker_named": WORKER_NAMED,
         "worker_named_any": WORKER_NAMED_ANY,
         "custom_allreduce_off": CUSTOM_ALLREDUCE_OFF,
+        "worker_died": WORKER_DIED,
+        "process_prefix": PROCESS_PREFIX,
     },
     sources={
         "neutral_sampling": (
@@ -103,8 +111,10 @@ ENGINE = Engine(
             "0.32.0 distributed/parallel_state.py:1906 'world_size=W rank=R … backend=B' as a "
             "rank starts its init, :2350 'rank R in world size W is assigned as … TP rank T' "
             "once its groups exist, v1/executor/multiproc_executor.py:1096 names the worker "
-            "Worker_TP<r>; seen in plugins/tests/data/vllm-cpu-tp2/server.log; the custom "
-            "all-reduce notice: DESIGN.md §5 (a platform without GPU P2P)"
+            "Worker_TP<r>; seen in plugins/tests/data/vllm-cpu-tp2/server.log; a worker's "
+            "death: multiproc_executor.py:315 'Worker proc VllmWorker-<rank> died unexpectedly "
+            "(exit code: C)', seen in plugins/tests/data/vllm-cpu-tp2/worker-killed.log; the "
+            "custom all-reduce notice: DESIGN.md §5 (a platform without GPU P2P)"
         ),
     },
 )

@@ -5,6 +5,7 @@ its identity — so every remedy fits what was already set."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -40,5 +41,8 @@ def diagnose_log(path: Path, candidate: Candidate, identity: dict[str, Any]) -> 
     """The diagnosis of ``path`` when it names something; None for a missing or silent log."""
     if not path.is_file():
         return None
-    found = diagnose(path.read_text(errors="replace"), **settings_in_force(candidate, identity))
+    # The sink flushes every line, so the file's age is how long the log has been silent.
+    quiet_s = time.time() - path.stat().st_mtime
+    text = path.read_text(errors="replace")
+    found = diagnose(text, quiet_s=quiet_s, **settings_in_force(candidate, identity))
     return found if found.failures or found.verdict != "ok" else None

@@ -18,11 +18,16 @@ import httpx
 
 from tp2qual.budget import TimeBudget
 from tp2qual.candidate import Candidate
+from tp2qual.checks.ranks import dead_worker
 from tp2qual.evidence.layout import Evidence
 from tp2qual.exceptions import ResponseTimeout, ServerDied
 from tp2qual.serving.launchers.base import Launcher
 
 DEATH_GRACE_S = 2.0  # after a transport error, how long to wait for the exit to show
+# After an HTTP 5xx, how long to wait for the exit to show: vLLM answers a request in flight
+# with 500 when its engine died (EngineDeadError, v1/engine/async_llm.py) and only then shuts
+# its server down (seen: exit 1-2 s after the 500 on 2 busy cores).
+SERVER_ERROR_GRACE_S = 10.0
 CONTROL_TIMEOUT_S = 30.0  # requests that generate nothing: /v1/models, /metrics, /version
 
 
@@ -53,11 +58,30 @@ class Server:
         if exited is not None:
             self.launcher.log.join(DEATH_GRACE_S)  # its last words may still be in the pipe
             raise ServerDied(
-                f"server died mid-run ({exited.describe()})\n"
+                f"server died mid-run ({exited.describe()}){self._dead_rank()}\n"
                 f"  last log lines:\n{self.launcher.log.tail_text(20)}",
                 candidate=self.candidate.name,
                 log_path=self.launcher.log.path,
             )
+
+    def _dead_rank(self) -> str:
+        """``: <which rank died, its last line>`` when the engine's log names a dead worker (a
+        multi-rank serve's tail is the survivors' shutdown, never the rank that died)."""
+        try:
+            found = dead_worker(self.log_text())
+        except OSError:
+            return ""
+        return f": {found.describe()}" if found else ""
+
+    def died_behind(self, status: int) -> None:
+        """After an HTTP 5xx: ServerDied if the server goes down within the grace."""
+        __tracebackhide__ = True
+        if status < 500:
+            return
+        deadline = time.monotonic() + SERVER_ERROR_GRACE_S
+        while self.launcher.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.check_alive()
 
     def api(self, artifact: str, gate: str | None = None, watch: Watch | None = None) -> Api:
         return Api(self, artifact, self.candidate.time_budget(gate), watch)
@@ -209,6 +233,7 @@ class Api:
         self._record(
             tag, method, path, body, status=response.status_code, response=parsed, elapsed_s=elapsed
         )
+        self.server.died_behind(response.status_code)
         if watched:
             usage = parsed.get("usage") if isinstance(parsed, dict) else None
             watched.answered(tag, (usage or {}).get("completion_tokens"))
@@ -250,6 +275,7 @@ class Api:
             error_body=result.error_body,
             e2e_s=result.e2e_s,
         )
+        self.server.died_behind(result.status)
         if watched:
             usage = result.usage() or {}
             watched.answered(tag, usage.get("completion_tokens") or result.content_chunks())

@@ -113,6 +113,7 @@ def context(
     env: Mapping[str, str] | None = None,
     container: Mapping[str, Any] | None = None,
     host: Mapping[str, Any] | None = None,
+    quiet_s: float = 0.0,
 ) -> Context:
     lines = lines_of(text)
     settings, sources = settings_of(lines, env or {})
@@ -124,6 +125,7 @@ def context(
         wsl2=wsl2_of(lines, host),
         tp=tp,
         at_info=any("NCCL INFO" in ln.text for ln in lines),
+        quiet_s=max(0.0, quiet_s),
     )
 
 
@@ -134,6 +136,7 @@ def diagnose(
     env: Mapping[str, str] | None = None,
     container: Mapping[str, Any] | None = None,
     host: Mapping[str, Any] | None = None,
+    quiet_s: float = 0.0,
     failed: bool = False,
 ) -> Diagnosis:
     """Every finding the log supports, named failures first, then notices.
@@ -141,11 +144,12 @@ def diagnose(
     ``env``: the environment the ranks / engine ran with; ``container``: ``ipc_host`` (bool),
     ``shm_size``, ``gpus`` when it ran in a container (None: a local process, unless the log's
     own ``docker run`` line says otherwise); ``host``: the host identity (``wsl2`` or a kernel /
-    platform string), the only source besides the log's own statement for WSL2; ``failed``:
-    the caller knows the process failed (a non-zero exit, a timeout), which the log alone may
-    not say. An NCCL warning no rule explains is a notice unless the process or its ranks
-    failed (``_failing``): then it is a failure, the lead to follow."""
-    ctx = context(text, tp=tp, env=env, container=container, host=host)
+    platform string), the only source besides the log's own statement for WSL2; ``quiet_s``: how
+    long the log had been silent when it was read (a stall that left no later line to date it);
+    ``failed``: the caller knows the process failed (a non-zero exit, a timeout), which the log
+    alone may not say. An NCCL warning no rule explains is a notice unless the process or its
+    ranks failed (``_failing``): then it is a failure, the lead to follow."""
+    ctx = context(text, tp=tp, env=env, container=container, host=host, quiet_s=quiet_s)
     named = _most_precise([f for rule in RULES for f in rule(ctx)])
     failures = [f for f in named if f.severity == FAILURE]
     if failures:  # an error explains why init never completed: not a cut-off log

@@ -93,6 +93,9 @@ class Context:
     wsl2: str | None  # how WSL2 is known, or None
     tp: int | None
     at_info: bool  # the log already carries NCCL INFO lines
+    # Seconds the log had been silent after its last line when it was read (0: not known). A
+    # rank that waits for one that never joins often prints nothing more: this is that stall.
+    quiet_s: float = 0.0
 
     def grep(self, pattern: re.Pattern[str], *, nccl: bool = False) -> list[Line]:
         return [

@@ -98,11 +98,12 @@ def _world(ctx: Context, *stated: int | None) -> int | None:
 
 
 def _stall(ctx: Context, since: Line) -> float | None:
-    """Seconds from ``since`` to the log's last time-stamped line (None without stamps)."""
+    """Seconds from ``since`` to the log's last time-stamped line, plus the silence after the
+    log's last line when it was read (None without stamps)."""
     last = next((ln.ts for ln in reversed(ctx.lines) if ln.ts), None)
     if since.ts is None or last is None:
         return None
-    return (last - since.ts).total_seconds()
+    return (last - since.ts).total_seconds() + ctx.quiet_s
 
 
 def ranks_short(ctx: Context) -> bool:
@@ -140,9 +141,10 @@ def rule_missing_rank(ctx: Context) -> list[Finding]:
     stall = _stall(ctx, latest)
     if stall is None or stall < HANG_AFTER_S:
         return []
+    silent = f" ({ctx.quiet_s:.0f} s of it silent, until it was read)" if ctx.quiet_s else ""
     why = (
         f"rank(s) {missing} of {world} never joined: rank(s) {sorted(joined)} started init and"
-        f" the log went on for {stall:.0f} s with no init line from rank(s) {missing}"
+        f" the log went on for {stall:.0f} s{silent} with no init line from rank(s) {missing}"
     )
     return [_missing(ctx, why, [*_first(joined), ctx.lines[-1]])]
 
