@@ -134,6 +134,13 @@ def test_each_campaign_sglang_image_has_its_recipe(image: str) -> None:
 def _sglang_source() -> Path | None:
     if given := os.environ.get("TP2QUAL_SGLANG_SRC"):
         return Path(given)
+    # scripts/install-sglang-wheel.sh: the wheel without its dependencies, enough to read
+    cache = Path(os.environ.get("TP2QUAL_CACHE", Path.home() / ".cache" / "tp2qual"))
+    wheel = sorted(
+        (cache / f"venvs/sglang-{SGLANG_VERSION}-nodeps").glob("lib/python*/site-packages/sglang")
+    )
+    if wheel:
+        return wheel[0]
     spec = importlib.util.find_spec("sglang")
     if spec is None or not spec.submodule_search_locations:
         return None
