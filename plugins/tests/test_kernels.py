@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from tp2qual.checks.kernels import (
+    ARTIFACT,
     NONE_LOGGED,
     asked_backends,
     asked_vs_chosen,
@@ -14,6 +16,7 @@ from tp2qual.checks.kernels import (
     summary,
 )
 from tp2qual.engines import engine_for
+from tp2qual.evidence.rederive import RESOLVED_CANDIDATE, GateRun, model_list
 
 DATA = Path(__file__).parent / "data"
 VLLM = engine_for("vllm")
@@ -86,3 +89,34 @@ def test_asked_but_nothing_logged_is_a_notice() -> None:
     assert kept["notices"] == [
         "--attention-backend FLASH_ATTN asked; the engine's log names no attention choice"
     ]
+
+
+def _run_folder(root: Path, command: list[str]) -> None:
+    """A candidate folder as a run leaves it: the real server log, gate 02's record of it
+    (written before the log grew by one line) and the resolved candidate."""
+    lines = _lines("kernels/vllm-gpu-quoted.log")
+    kept = record(VLLM, lines, command)
+    (root / "server.log").write_text("\n".join([*lines, "a line logged after gate 02"]) + "\n")
+    (root / ARTIFACT).write_text(json.dumps(kept))
+    (root / "identity").mkdir()
+    (root / RESOLVED_CANDIDATE).write_text(
+        json.dumps({"engine": "vllm", "command": command, "gates": {}})
+    )
+
+
+def test_verify_rederives_the_record_from_server_log(tmp_path: Path) -> None:
+    _run_folder(tmp_path, ["vllm", "serve", "--attention-backend", "TRITON_ATTN"])
+    got = model_list(GateRun(tmp_path, {}, "vllm", 2048))
+    assert got.records == 1 and got.mismatches == [] and got.failures == []
+    (row,) = got.rows[ARTIFACT]
+    assert row["notices"] == [
+        "--attention-backend TRITON_ATTN asked; the engine chose FLASHINFER (server.log:1)"
+    ]
+
+
+def test_verify_names_a_record_the_log_does_not_back(tmp_path: Path) -> None:
+    _run_folder(tmp_path, ["vllm", "serve"])
+    kept = json.loads((tmp_path / ARTIFACT).read_text())
+    (tmp_path / ARTIFACT).write_text(json.dumps({**kept, "summary": NONE_LOGGED}))
+    got = model_list(GateRun(tmp_path, {}, "vllm", 2048))
+    assert [m.what for m in got.mismatches] == [f"{ARTIFACT} summary"]

@@ -17,6 +17,7 @@ from typing import Any
 from tp2qual.engines import Engine
 
 NONE_LOGGED = "the engine's log names no backend choice"
+ARTIFACT = "kernels_chosen.json"  # gate 02's record (tests/test_02_model_list.py)
 
 
 @dataclass(frozen=True)

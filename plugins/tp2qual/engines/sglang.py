@@ -33,8 +33,6 @@ def _max_total_num_tokens(body: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-
-
 def _resolved(kind: str, name: str) -> KernelLine:
     """One field of the ``server_args={…}`` line: the resolved settings' dict, printed once the
     arguments are resolved (0.5.23 srt/entrypoints/engine.py:311, ``resolved_dict()``)."""

@@ -47,7 +47,8 @@ KERNEL_LINES = (
     # mxfp8.py:127/139, int8.py:121, int_wna16.py:287, w4a8.py:96.
     KernelLine(
         "moe",
-        r"\bUsing '?(?P<value>[\w.-]+)'? (?:(?:Fp8|Int8|NvFp4|Mxfp4|MxFp8|W4A8|WNA16) )?MoE backend",
+        r"\bUsing '?(?P<value>[\w.-]+)'? "
+        r"(?:(?:Fp8|Int8|NvFp4|Mxfp4|MxFp8|W4A8|WNA16) )?MoE backend",
     ),
     # model_executor/kernels/linear/__init__.py:982/1028/1081/1196/1240 "Using X for NVFP4 GEMM".
     KernelLine("gemm", r"\bUsing (?P<value>\w+ for (?:NVFP4|MXFP4|MXFP6|MXFP8)) GEMM\b"),
