@@ -4,18 +4,29 @@ Pass means: ``GET /v1/models`` lists exactly the served name (no alias, no path,
 and where the engine reports a context length (vLLM's ``max_model_len``), it equals the bounded
 context of the candidate; the engine reports the version the candidate states. The raw
 response is the artifact.
+
+Recorded beside the pass, never judged: which kernels the engine chose, in its own server-log
+lines (``checks/kernels.py``; the lines and their sources in ``tp2qual.engines``), claimed as
+``kernels_chosen`` from ``kernels_chosen.json``, and where a backend flag asked for another,
+``kernel_notices``. Here because this gate runs for every candidate (TP1 too, unlike gate 01)
+right after the server is ready, and says what the engine is: the name, the bound, the version,
+and now the kernels.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from tp2qual.gates import Api, Candidate, CandidateRecord, Claimer
+from tp2qual.checks import kernels
+from tp2qual.engines import engine_for
+from tp2qual.gates import Api, Candidate, CandidateRecord, Claimer, Server
 
 pytestmark = pytest.mark.model_list
 
 
-def test_lists_exactly_the_served_name(api: Api, candidate: Candidate, claim: Claimer) -> None:
+def test_lists_exactly_the_served_name(
+    api: Api, server: Server, candidate: Candidate, record: CandidateRecord, claim: Claimer
+) -> None:
     listing = api.request("models", "GET", "/v1/models", timeout=10)
     assert listing.status == 200, f"/v1/models answered HTTP {listing.status}: {listing.body}"
     ids = [card.get("id") for card in listing.body.get("data", [])]
@@ -23,6 +34,20 @@ def test_lists_exactly_the_served_name(api: Api, candidate: Candidate, claim: Cl
         f"/v1/models lists {ids}; expected exactly [{candidate.served_name!r}]"
     )
     claim("served_model", "model_list.jsonl", op="field", path="response.data.0.id")
+    _record_kernels(server, candidate, record, claim)
+
+
+def _record_kernels(
+    server: Server, candidate: Candidate, record: CandidateRecord, claim: Claimer
+) -> None:
+    """What the engine's log says it chose (a record: it fails nothing)."""
+    text = server.log_text()
+    lines = text[: text.rfind("\n") + 1].splitlines()  # whole lines only: verify reads the same
+    kept = kernels.record(engine_for(candidate.engine), lines, candidate.command)
+    record.evidence.write_json(kernels.ARTIFACT, kept)
+    claim("kernels_chosen", kernels.ARTIFACT, op="field", path="summary")
+    if kept["notices"]:
+        claim("kernel_notices", kernels.ARTIFACT, op="field", path="notices")
 
 
 def test_reported_context_is_the_bound(api: Api, candidate: Candidate, claim: Claimer) -> None:

@@ -18,6 +18,7 @@ from tp2qual.engines.engine import (
     OPENAI_ERROR,
     Engine,
     ErrorEnvelope,
+    KernelLine,
     KvCapacity,
     OverLength,
 )
@@ -29,6 +30,7 @@ __all__ = [
     "OPENAI_ERROR",
     "Engine",
     "ErrorEnvelope",
+    "KernelLine",
     "KvCapacity",
     "OverLength",
     "engine_for",

@@ -83,6 +83,15 @@ class KvCapacity:
 
 
 @dataclass(frozen=True)
+class KernelLine:
+    """A log line by which the engine says which kernel or backend it chose: ``kind`` (attention,
+    moe, gemm, all_reduce …) and a regex whose ``value`` group names the choice."""
+
+    kind: str
+    pattern: str
+
+
+@dataclass(frozen=True)
 class Engine:
     kind: str  # candidate ``engine.kind``
     title: str  # how the evidence names it
@@ -105,6 +114,10 @@ class Engine:
     env_prefix: str | None = None  # the environment variables the engine owns
     # Log lines the suite reads, by name -> regex (checks compile them).
     log_lines: Mapping[str, str] = field(default_factory=dict)
+    # The lines that name the backend the engine chose (``checks/kernels.py`` reads them), and
+    # the launch flags that ask for one: flag -> the ``KernelLine.kind`` it asks for.
+    kernel_lines: tuple[KernelLine, ...] = ()
+    backend_flags: Mapping[str, str] = field(default_factory=dict)
     # fact (a field above, or "field.key") -> where it came from: file and version, or seen where.
     sources: Mapping[str, str] = field(default_factory=dict)
 

@@ -10,7 +10,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tp2qual.engines.engine import OBJECT_ERROR, OPENAI_ERROR, Engine, KvCapacity, OverLength
+from tp2qual.engines.engine import (
+    OBJECT_ERROR,
+    OPENAI_ERROR,
+    Engine,
+    KernelLine,
+    KvCapacity,
+    OverLength,
+)
 
 # The engine's two over-length messages (0.5.23): the declared-context check and the KV-pool
 # admission check; the scheduler's comes back after the stream began, as an error chunk.
@@ -25,6 +32,25 @@ def _max_total_num_tokens(body: Any) -> int | None:
     value = body.get("max_total_num_tokens") if isinstance(body, Mapping) else None
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
+
+def _resolved(kind: str, name: str) -> KernelLine:
+    """One field of the ``server_args={…}`` line: the resolved settings' dict, printed once the
+    arguments are resolved (0.5.23 srt/entrypoints/engine.py:311, ``resolved_dict()``)."""
+    return KernelLine(kind, rf"\bserver_args=\{{.*'{name}': '?(?P<value>[^',}}]+)")
+
+
+# The lines by which SGLang 0.5.23 says which kernels it runs with (read in the wheel, not run).
+KERNEL_LINES = (
+    _resolved("attention", "attention_backend"),
+    _resolved("prefill_attention", "prefill_attention_backend"),
+    _resolved("decode_attention", "decode_attention_backend"),
+    _resolved("moe", "moe_runner_backend"),
+    _resolved("fp4_gemm", "fp4_gemm_runner_backend"),
+    _resolved("fp8_gemm", "fp8_gemm_runner_backend"),
+    _resolved("custom_all_reduce_disabled", "disable_custom_all_reduce"),
+    # srt/arg_groups/model_hook.py:694 "Using X as attention backend for <arch>."
+    KernelLine("attention", r"\bUsing (?P<value>\w+) as attention backend for \w+"),
+)
 
 # /server_info first; /get_server_info is its deprecated alias (older builds have only it).
 _SERVER_INFO = ("/server_info", "/get_server_info")
@@ -55,7 +81,24 @@ ENGINE = Engine(
     ),
     envelopes=(OBJECT_ERROR, OPENAI_ERROR),
     env_prefix="SGLANG_",
+    kernel_lines=KERNEL_LINES,
+    backend_flags={
+        "--attention-backend": "attention",
+        "--moe-runner-backend": "moe",
+        "--fp4-gemm-backend": "fp4_gemm",
+    },
     sources={
+        "kernel_lines": (
+            "0.5.23 srt/entrypoints/engine.py:311 logger.info(f'server_args={…}') of "
+            "server_args.resolved_dict() (srt/server_args.py:316): the resolved "
+            "attention_backend, prefill/decode_attention_backend, moe_runner_backend, "
+            "fp4/fp8_gemm_runner_backend, disable_custom_all_reduce; srt/arg_groups/"
+            "model_hook.py:694 'Using X as attention backend for <arch>.'"
+        ),
+        "backend_flags": (
+            "0.5.23 srt/arg_groups/fields/exec_.py: --attention-backend, --moe-runner-backend, "
+            "--fp4-gemm-backend (cli_name of fp4_gemm_runner_backend)"
+        ),
         "neutral_sampling": (
             "0.5.23 srt/entrypoints/openai/protocol.py ChatCompletionRequest top_p/top_k/min_p/"
             "repetition_penalty; unset, SGLang applies the model's generation_config.json"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from tp2qual.engines.engine import OPENAI_ERROR, Engine, KvCapacity, OverLength
+from tp2qual.engines.engine import OPENAI_ERROR, Engine, KernelLine, KvCapacity, OverLength
 
 _DATA = "plugins/tests/data/vllm-0.32.0"
 
@@ -31,6 +31,35 @@ CUSTOM_ALLREDUCE_OFF = r"Custom allreduce is disabled because"
 # plugins/tests/data/vllm-cpu-tp2/worker-killed.log): read by checks/ranks.dead_worker.
 WORKER_DIED = r"Worker proc (?P<proc>\S+) died unexpectedly(?: \(exit code: (?P<code>[^)]*)\))?"
 PROCESS_PREFIX = r"^\((?P<name>[\w-]+) pid=(?P<pid>\d+)\)"
+
+# The lines by which vLLM says which kernel it chose (0.32.0 source; file:line in ``sources``).
+# The CPU build's default attention (CPU_ATTN) is chosen without a line (platforms/cpu.py:179).
+KERNEL_LINES = (
+    # platforms/cuda.py:507 "Using X attention backend out of potential backends: [...]",
+    # :446 "Using X backend." for a requested one; platforms/cpu.py:163/175 (MLA on CPU).
+    KernelLine(
+        "attention",
+        r"\bUsing (?:AttentionBackendEnum\.)?(?P<value>[A-Z][A-Z0-9_]+) "
+        r"(?:attention backend out of potential backends|backend\.)",
+    ),
+    # fused_moe/oracle/: unquantized.py:529 "Using X MoE backend", fp8.py:418 "Using X Fp8 MoE
+    # backend out of …", nvfp4.py:242 "Using 'X' NvFp4 MoE backend out of …", mxfp4.py:499,
+    # mxfp8.py:127/139, int8.py:121, int_wna16.py:287, w4a8.py:96.
+    KernelLine(
+        "moe",
+        r"\bUsing '?(?P<value>[\w.-]+)'? "
+        r"(?:(?:Fp8|Int8|NvFp4|Mxfp4|MxFp8|W4A8|WNA16) )?MoE backend",
+    ),
+    # model_executor/kernels/linear/__init__.py:982/1028/1081/1196/1240 "Using X for NVFP4 GEMM".
+    KernelLine("gemm", r"\bUsing (?P<value>\w+ for (?:NVFP4|MXFP4|MXFP6|MXFP8)) GEMM\b"),
+    # distributed/device_communicators/cuda_communicator.py:354.
+    KernelLine(
+        "all_reduce",
+        r"\bUsing (?P<value>\[[^\]]*\]) all-reduce backends \(in dispatch order\)",
+    ),
+    # custom_all_reduce.py:193/216/272/287 "Custom allreduce is disabled because …".
+    KernelLine("custom_all_reduce", r"\bCustom allreduce is (?P<value>disabled\b[^.]*)"),
+)
 
 _CACHE_BLOCKS = re.compile(r'vllm:cache_config_info\{[^}]*num_gpu_blocks="(\d+)"')
 
@@ -75,7 +104,19 @@ ENGINE = Engine(
         "worker_died": WORKER_DIED,
         "process_prefix": PROCESS_PREFIX,
     },
+    kernel_lines=KERNEL_LINES,
+    backend_flags={"--attention-backend": "attention", "--moe-backend": "moe"},
     sources={
+        "kernel_lines": (
+            "0.32.0: platforms/cuda.py:446,507 and platforms/cpu.py:163,175 (attention; the "
+            "CPU build's CPU_ATTN is chosen silently, cpu.py:179, so its TP2 log names none: "
+            "plugins/tests/data/vllm-cpu-tp2/server.log); model_executor/layers/fused_moe/"
+            "oracle/*.py (MoE); model_executor/kernels/linear/__init__.py:982-1240 (FP4/FP8 "
+            "GEMM); distributed/device_communicators/cuda_communicator.py:354 and "
+            "custom_all_reduce.py:193-287 (all-reduce); quoted in plugins/tests/data/kernels/"
+        ),
+        "backend_flags": "0.32.0 --attention-backend (AttentionConfig), --moe-backend "
+        "(KernelConfig.moe_backend)",
         "neutral_sampling": (
             "vLLM 0.32.0 chat request fields top_p/top_k/min_p/repetition_penalty "
             "(entrypoints/openai/chat_completion/protocol.py); seen accepted in "

@@ -176,6 +176,7 @@ def record_resolved_candidate(record: CandidateRecord) -> None:
             "engine": candidate.engine,
             "max_model_len": candidate.max_model_len,
             "served_name": candidate.served_name,
+            "command": candidate.command,  # the launch as written: the backends it asks for
             "gates": {gate: candidate.gate(gate) for gate in GATES},
         },
     )
