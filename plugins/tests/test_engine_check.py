@@ -116,7 +116,7 @@ def test_vllm_refuses_a_misspelt_flag_and_a_dead_variable_in_its_own_words(
     cands = tmp_path / "cands"
     cands.mkdir()
     variant(cands, "smollm2-135m-vllm", {
-        '"--max-num-seqs", "1"': '"--max-num-seq", "1"',  # a prefix vLLM would take
+        '"--served-model-name"': '"--served-model-nam"',  # a prefix vLLM would take
         '"--dtype", "bfloat16"': '"--dtpye", "bfloat16"',  # a typo
         "[launch.env]\n": (  # gone after vLLM 0.23.0; a value vLLM's registry refuses
             '[launch.env]\nVLLM_FLASHINFER_MOE_BACKEND = "latency"\n'
@@ -140,9 +140,11 @@ def test_vllm_refuses_a_misspelt_flag_and_a_dead_variable_in_its_own_words(
     said = "\n".join(recorded["refusals"])
     assert len(recorded["refusals"]) == 4, said
     assert "error: unrecognized arguments: --dtpye" in said  # vLLM's argparse, its words
-    # vLLM itself would take --max-num-seq for --max-num-seqs: refused by the suite, saying so
+    # vLLM itself would take the prefix for the whole flag: refused by the suite, saying so
+    # (an abbreviated --max-num-seqs is refused earlier still, by the one-request rule)
     assert (
-        "--max-num-seq: not a vllm 0.32.0 flag; vllm 0.32.0 would read it as --max-num-seqs" in said
+        "--served-model-nam: not a vllm 0.32.0 flag; vllm 0.32.0 would read it as "
+        "--served-model-name" in said
     )
     assert "Unknown vLLM environment variable detected: VLLM_FLASHINFER_MOE_BACKEND" in said
     assert "Invalid value 'thread' for VLLM_WORKER_MULTIPROC_METHOD. Valid options" in said

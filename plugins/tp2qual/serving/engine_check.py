@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import time
@@ -55,6 +56,9 @@ def launch_argv(candidate: Candidate, run_id: str = "check") -> list[str]:
     return [*(kwargs.get("entrypoint") or []), *kwargs["command"]]
 
 
+_LEFT_FOR_WRAPPER = re.compile(r"\{[a-z_]+\}")
+
+
 def question(candidate: Candidate) -> EngineQuestion | None:
     """None when the engine has no parser to ask (llama.cpp) or the argv names no entry point
     of it (why: ``not_asked``)."""
@@ -63,6 +67,9 @@ def question(candidate: Candidate) -> EngineQuestion | None:
     args = engine_args(candidate.engine, launch_argv(candidate))
     if args is None:
         return None
+    # A value left for a wrapper to fill ({{name}} in the command: e.g. the port a proxy in
+    # front gives the engine) is asked as 0: the parser judges that a value is there, not which.
+    args = ["0" if _LEFT_FOR_WRAPPER.fullmatch(a) else a for a in args]
     return EngineQuestion(candidate.engine, args, sorted(candidate.env()))
 
 
