@@ -23,6 +23,7 @@ import jsonschema
 
 from tp2qual.budget import DEFAULT_FLOOR_TOK_S, DEFAULT_PREFILL_S, TimeBudget
 from tp2qual.draft import draft_placeholders, draft_problems
+from tp2qual.engines import ENGINES
 from tp2qual.exceptions import CandidateError
 from tp2qual.lane_changes import Change, lane_overlay
 from tp2qual.perf.floors import derivation_problems, key_problems
@@ -286,22 +287,12 @@ def _format_error(path: Path, error: jsonschema.ValidationError) -> str:
 
 # Engine flags that turn on speculative decoding / MTP, and flags that admit more than one request.
 _SPECULATIVE = ("--speculative", "--num-speculative-tokens", "--spec-", "--draft-model", "--mtp")
-_ADMISSION = ("--max-num-seqs", "--max-running-requests")
-# Each engine's own admission flag and what it admits when the flag is absent. A baseline must
-# set it to 1: neither default is one request.
+# Each engine's own admission flag and what it admits when the flag is absent
+# (tp2qual.engines). A baseline must set it to 1: neither default is one request.
 ADMISSION_FLAG: dict[str, tuple[str, str]] = {
-    "vllm": (
-        "--max-num-seqs",
-        "vLLM 0.32.0 admits 256 requests by default, 1024 on a GPU of 70 GiB or more, 128 per "
-        "rank on the CPU (vllm/engine/arg_utils.py get_batch_defaults)",
-    ),
-    "sglang": (
-        "--max-running-requests",
-        "SGLang 0.5.23 leaves max_running_requests unset (arg_groups/fields/schedule.py) and "
-        "sizes it from memory, 2048 to 4096 requests (model_executor/pool_configurator.py "
-        "_resolve_max_running_requests_per_worker)",
-    ),
+    kind: engine.admission for kind, engine in ENGINES.items() if engine.admission
 }
+_ADMISSION = tuple(flag for flag, _ in ADMISSION_FLAG.values())
 
 
 def _baseline_flag_problems(spec: Mapping[str, Any]) -> list[str]:

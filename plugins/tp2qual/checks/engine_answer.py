@@ -13,13 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tp2qual.checks.verdict import Verdict
-
-# The engine's server entry points, as a launch names them: the engine's own arguments follow.
-MODULES = {
-    "vllm": ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.launchers.api_server.entry"),
-    "sglang": ("sglang.launch_server",),
-}
-SCRIPTS = {"vllm": ("vllm", "serve"), "sglang": ("sglang", "serve")}
+from tp2qual.engines import engine_for
 
 # Platform words in vLLM's envs.py comments ("(CPU backend only)", "ROCm only", …).
 _PLATFORM_WORDS = {
@@ -37,9 +31,9 @@ def engine_args(engine: str, argv: Sequence[str]) -> list[str] | None:
     ``-m <entry module>`` or ``<engine> serve``; None when the argv names neither."""
     argv = list(argv)
     for i, part in enumerate(argv[:-1]):
-        if part == "-m" and argv[i + 1] in MODULES.get(engine, ()):
+        if part == "-m" and argv[i + 1] in engine_for(engine).entry_modules:
             return argv[i + 2 :]
-    script, sub = SCRIPTS.get(engine, ("", ""))
+    script, sub = engine_for(engine).entry_script or ("", "")
     for i, part in enumerate(argv[:-1]):
         if part.rsplit("/", 1)[-1] == script and argv[i + 1] == sub:
             return argv[i + 2 :]

@@ -112,6 +112,13 @@ class Engine:
     over_length: OverLength = OverLength("HTTP 4xx", "HTTP 4xx")
     envelopes: tuple[ErrorEnvelope, ...] = (OPENAI_ERROR,)
     env_prefix: str | None = None  # the environment variables the engine owns
+    # The flag that bounds the requests served at once, and what the engine admits without it
+    # (a baseline sets it to 1: docs/campaign.md); None: the suite sets no bound for it.
+    admission: tuple[str, str] | None = None
+    # How a launch names the engine's server: ``-m MODULE`` or ``SCRIPT SUBCOMMAND``; the
+    # arguments after it are the engine's own (gate 00 asks its parser about them).
+    entry_modules: tuple[str, ...] = ()
+    entry_script: tuple[str, str] | None = None
     # Log lines the suite reads, by name -> regex (checks compile them).
     log_lines: Mapping[str, str] = field(default_factory=dict)
     # The lines that name the backend the engine chose (``checks/kernels.py`` reads them), and

@@ -57,6 +57,14 @@ _SERVER_INFO = ("/server_info", "/get_server_info")
 
 ENGINE = Engine(
     kind="sglang",
+    admission=(
+        "--max-running-requests",
+        "SGLang 0.5.23 leaves max_running_requests unset (arg_groups/fields/schedule.py) and "
+        "sizes it from memory, 2048 to 4096 requests (model_executor/pool_configurator.py "
+        "_resolve_max_running_requests_per_worker)",
+    ),
+    entry_modules=("sglang.launch_server",),
+    entry_script=("sglang", "serve"),
     title="SGLang",
     neutral_sampling={"top_p": 1.0, "top_k": -1, "min_p": 0.0, "repetition_penalty": 1.0},
     identity_paths=_SERVER_INFO,

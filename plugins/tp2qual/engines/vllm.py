@@ -71,6 +71,16 @@ def _num_gpu_blocks(body: Any) -> int | None:
 
 ENGINE = Engine(
     kind="vllm",
+    admission=(
+        "--max-num-seqs",
+        "vLLM 0.32.0 admits 256 requests by default, 1024 on a GPU of 70 GiB or more, 128 per "
+        "rank on the CPU (vllm/engine/arg_utils.py get_batch_defaults)",
+    ),
+    entry_modules=(
+        "vllm.entrypoints.openai.api_server",
+        "vllm.entrypoints.launchers.api_server.entry",
+    ),
+    entry_script=("vllm", "serve"),
     title="vLLM",
     neutral_sampling={"top_p": 1.0, "top_k": -1, "min_p": 0.0, "repetition_penalty": 1.0},
     identity_paths=("/version",),
