@@ -31,6 +31,15 @@ CUSTOM_ALLREDUCE_OFF = r"Custom allreduce is disabled because"
 # plugins/tests/data/vllm-cpu-tp2/worker-killed.log): read by checks/ranks.dead_worker.
 WORKER_DIED = r"Worker proc (?P<proc>\S+) died unexpectedly(?: \(exit code: (?P<code>[^)]*)\))?"
 PROCESS_PREFIX = r"^\((?P<name>[\w-]+) pid=(?P<pid>\d+)\)"
+# A model step that does not finish (seen in plugins/tests/data/vllm-cpu-tp2/rank1-stalls.log):
+# the engine core, waiting on the workers' answer, says so every VLLM_RINGBUFFER_WARNING_INTERVAL
+# seconds (default 60; distributed/device_communicators/shm_broadcast.py:871, the writer's side
+# :751), and gives up after VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS (default 300; envs.py) with
+# v1/executor/multiproc_executor.py:442's TimeoutError, which kills the engine. Neither line
+# names a rank: the executor waits only on its output rank (rank 0), itself in the collective.
+STEP_WAIT = r"No available shared memory broadcast block found in (?P<s>\d+) seconds"
+STEP_GAVE_UP = r"TimeoutError: RPC call to (?P<method>\w+) timed out"
+STEP_TIMEOUT_VAR = "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS"
 
 # The lines by which vLLM says which kernel it chose (0.32.0 source; file:line in ``sources``).
 # The CPU build's default attention (CPU_ATTN) is chosen without a line (platforms/cpu.py:179).

@@ -18,6 +18,8 @@ import httpx
 
 from tp2qual.budget import TimeBudget
 from tp2qual.candidate import Candidate
+from tp2qual.checks.diagnosis.model import lines_of
+from tp2qual.checks.diagnosis.steps import stalled_step
 from tp2qual.checks.ranks import dead_worker
 from tp2qual.evidence.layout import Evidence
 from tp2qual.exceptions import ResponseTimeout, ServerDied
@@ -58,20 +60,25 @@ class Server:
         if exited is not None:
             self.launcher.log.join(DEATH_GRACE_S)  # its last words may still be in the pipe
             raise ServerDied(
-                f"server died mid-run ({exited.describe()}){self._dead_rank()}\n"
+                f"server died mid-run ({exited.describe()}){self.engine_says()}\n"
                 f"  last log lines:\n{self.launcher.log.tail_text(20)}",
                 candidate=self.candidate.name,
                 log_path=self.launcher.log.path,
             )
 
-    def _dead_rank(self) -> str:
-        """``: <which rank died, its last line>`` when the engine's log names a dead worker (a
-        multi-rank serve's tail is the survivors' shutdown, never the rank that died)."""
+    def engine_says(self) -> str:
+        """``: <what the engine's own lines say went wrong>``: the worker that died (a multi-rank
+        serve's tail is the survivors' shutdown, never the rank that died), else the model step
+        that never finished; empty when they say neither."""
         try:
-            found = dead_worker(self.log_text())
+            text = self.log_text()
         except OSError:
             return ""
-        return f": {found.describe()}" if found else ""
+        if found := dead_worker(text):
+            return f": {found.describe()}"
+        if stalled := stalled_step(lines_of(text)):
+            return f": {stalled.describe()}"
+        return ""
 
     def died_behind(self, status: int) -> None:
         """After an HTTP 5xx: ServerDied if the server goes down within the grace."""
@@ -185,8 +192,9 @@ class Api:
             if timeout == self.timeout_for(body) and isinstance(body, dict) and "messages" in body
             else f"no response within {timeout:.0f} s"
         )
+        said = self.server.engine_says() or f"; last log line: {self.server.last_log_line()[:200]}"
         raise ResponseTimeout(
-            f"{what}; server alive; last log line: {self.server.last_log_line()[:200]}",
+            f"{what}; server alive{said}",
             candidate=self.server.candidate.name,
             log_path=self.server.launcher.log.path,
         )

@@ -56,6 +56,7 @@ from tp2qual.checks.diagnosis.ranks import (
     rule_first_collective_hang,
     rule_missing_rank,
 )
+from tp2qual.checks.diagnosis.steps import rule_stalled_step
 from tp2qual.checks.diagnosis.transport import (
     rule_device_visibility,
     rule_nvls,
@@ -92,6 +93,7 @@ RULES: tuple[Rule, ...] = (
     rule_offline_missing,
     rule_missing_rank,
     rule_first_collective_hang,
+    rule_stalled_step,
     rule_init_pending,
     rule_collective_hang,
 )
@@ -100,6 +102,9 @@ RULES: tuple[Rule, ...] = (
 SUPERSEDES: dict[str, frozenset[str]] = {
     "missing_rank": frozenset({"init_hang", "init_incomplete"}),
     "first_collective_hang": frozenset({"collective_hang"}),
+    # The engine's own waits on one step name a stall after work was done; the hang rules
+    # would call it the first collective (the same wait lines) or a collective in general.
+    "stalled_step": frozenset({"first_collective_hang", "collective_hang"}),
 }
 
 
