@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tp2qual.candidate import ADMISSION_FLAG, Candidate, admission_flags, fill
+from tp2qual.candidate import Candidate
+from tp2qual.candidate_file import ADMISSION_FLAG, admission_flags, fill
 from tp2qual.checks.topology import BUSY_FLOOR_MIB
 from tp2qual.draft import draft_pin
 from tp2qual.engine_env import candidate_env_problems, env_basis

@@ -2,7 +2,7 @@
 
 A rate must reach its floor (decode tok/s ≥), a latency must stay under it (TTFT, TPOT, ITL,
 E2E ≤): a TTFT floor read as a lower bound would pass the slow serve and fail the fast one. One
-place for gate 08 (tests/test_08_throughput.py), its re-derivation (evidence/rederive.py), the
+place for gate 08 (tests/test_08_throughput.py), its re-derivation (evidence/rederive/), the
 claim rule there and ``--plan``. Pure: settings, figures and samples in, floors and misses out.
 
 A floor is ``<figure>_<stat>`` (``decode_tok_s_median``, ``ttft_s_p90``: figures as

@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tp2qual.candidate import Candidate, fill
+from tp2qual.candidate import Candidate
+from tp2qual.candidate_file import fill
 from tp2qual.serving import nccl_probe
 
 PROBE_FILE = Path(nccl_probe.__file__)

@@ -13,7 +13,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tp2qual.candidate import Candidate, fill
+from tp2qual.candidate import Candidate
+from tp2qual.candidate_file import fill
 from tp2qual.exceptions import CandidateError
 from tp2qual.gpu import host_info
 from tp2qual.redact import MASK, Redactor, is_secret_name

@@ -1,0 +1,48 @@
+"""Gate 04 (repetition): each long output judged again for degenerate loops.
+
+From ``repetition.jsonl``, each prompt's reasoning and answer run through
+``checks.repetition.check`` with the recorded thresholds; the decision (``ok``) of each
+``repetition_metrics.jsonl`` row is compared, not its measures.
+"""
+
+from __future__ import annotations
+
+from tp2qual.checks.answers import split_reasoning
+from tp2qual.checks.repetition import Thresholds, check
+from tp2qual.evidence.rederive.common import (
+    GateRun,
+    Mismatch,
+    Rederived,
+    _by_tag,
+    _message,
+    _status,
+)
+
+
+def repetition(run: GateRun) -> Rederived:
+    raw = _by_tag(run.records("repetition.jsonl"))
+    thresholds = Thresholds.from_mapping(run.settings.get("thresholds") or {})
+    out = Rederived(rows={"repetition_metrics.jsonl": []})
+    rows = run.records("repetition_metrics.jsonl", required=False)
+    for row in rows:
+        tag = f"long#{row.get('prompt')}"
+        exchange = raw.get(tag)
+        if _status(exchange) != 200 or exchange is None:
+            out.mismatches.append(
+                Mismatch(f"repetition.jsonl {tag}", "exchange", "a verdict", "no HTTP 200 answer")
+            )
+            out.rows["repetition_metrics.jsonl"].append(row)
+            continue
+        out.records += 1
+        answer, reasoning = split_reasoning(_message(exchange))
+        verdict = check("\n".join(part for part in (reasoning, answer) if part), thresholds)
+        # The decision is compared, not the measures: the gate measured the text before the
+        # evidence redacted any secret in it, and a redaction changes lengths and ratios.
+        out.compare(f"repetition.jsonl {tag}", "repetition_metrics.jsonl", row, ok=verdict.ok)
+        out.rows["repetition_metrics.jsonl"].append({**row, "ok": verdict.ok})
+        if not verdict.ok:
+            out.failures.append(f"repetition.jsonl {tag}: {verdict.reason}")
+    expected = len(run.settings.get("prompts", []))
+    if len(rows) < expected:
+        out.failures.append(f"{len(rows)} of {expected} prompts have a verdict")
+    return out

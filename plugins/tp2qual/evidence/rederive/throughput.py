@@ -1,0 +1,124 @@
+"""Gate 08 (throughput): each measured stream's sample, the summary and the floors again.
+
+From ``throughput.jsonl``, each stream's sample is measured again (``perf.sampling.sample``,
+with the output tokens counted as the gate counted them), the samples summarized
+(``checks.stats.summarize``) against ``throughput_summary.json``, the decode bound recomputed
+from ``roofline.json``'s inputs (``perf.roofline.decode_bound``) and the floors derived and
+checked in their direction (``perf.floors``). The rows re-derived are
+``throughput_samples.jsonl``'s.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from tp2qual.checks.stats import summarize
+from tp2qual.evidence.rederive.common import GateRun, Mismatch, Rederived, _chunks, _json
+from tp2qual.perf import floors
+from tp2qual.perf.roofline import decode_bound
+from tp2qual.perf.sampling import sample
+
+FIGURES = ("ttft_s", "tpot_s", "decode_tok_s", "e2e_s")
+# What roofline.json records of the bound's inputs (perf/comparison.py roofline_for).
+ROOFLINE_INPUTS = ("active_params_b", "bits_per_weight", "bandwidth_gbs", "tp")
+
+
+def throughput(run: GateRun) -> Rederived:
+    raw = run.records("throughput.jsonl")
+    out = Rederived(rows={"throughput_samples.jsonl": []})
+    figures = _samples_from_streams(raw)
+    rows = run.records("throughput_samples.jsonl", required=False)
+    for row in rows:
+        tag = f"{row.get('phase')}#{row.get('i')}"
+        new = figures.get(tag)
+        if new is None:
+            out.mismatches.append(
+                Mismatch(f"throughput.jsonl {tag}", "exchange", "a sample", "no such stream")
+            )
+            out.rows["throughput_samples.jsonl"].append(row)
+            continue
+        out.records += 1
+        keys = ("ok", "ttft_s", "e2e_s", "tpot_s", "decode_tok_s", "output_tokens")
+        out.compare(
+            f"throughput.jsonl {tag}",
+            "throughput_samples.jsonl",
+            row,
+            **{k: new[k] for k in keys if k in new},
+        )
+        out.rows["throughput_samples.jsonl"].append({**row, **new})
+        if not new.get("ok"):
+            out.failures.append(f"throughput.jsonl {tag}: {new.get('reason', 'under 2 tokens')}")
+    samples = [r for r in out.rows["throughput_samples.jsonl"] if r.get("phase") == "sample"]
+    if len(samples) < run.settings["samples"]:
+        out.failures.append(f"{len(samples)} of {run.settings['samples']} samples")
+    elif all(r.get("ok") for r in samples):
+        _summary(run, samples, out)
+    return out
+
+
+def _samples_from_streams(raw: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each measured stream's sample, as ``perf.throughput.measure`` derives it: output tokens
+    from ``usage``, else the ``tokenize`` exchange that follows the stream, else its chunks."""
+    found: dict[str, dict[str, Any]] = {}
+    for n, exchange in enumerate(raw):
+        if "chunks" not in exchange:
+            continue
+        if exchange.get("status") != 200:
+            found[str(exchange.get("tag"))] = {
+                "ok": False,
+                "reason": f"HTTP {exchange.get('status')}",
+            }
+            continue
+        chunks, times = _chunks(exchange)
+        usage = next((c["usage"] for c in reversed(chunks) if c.get("usage")), None)
+        follow = raw[n + 1] if n + 1 < len(raw) else {}
+        tokens = follow.get("response") if follow.get("tag") == "tokenize" else None
+        if usage and usage.get("completion_tokens"):
+            count, method = usage["completion_tokens"], "usage"
+        elif follow.get("status") == 200 and isinstance(tokens, dict) and "tokens" in tokens:
+            count, method = len(tokens["tokens"]), "server_tokenizer"
+        else:
+            count = sum(
+                bool((c.get("choices") or [{}])[0].get("delta", {}).get("content")) for c in chunks
+            )
+            method = "chunks"
+        found[str(exchange.get("tag"))] = sample(chunks, times, count, method)
+    return found
+
+
+def _summary(run: GateRun, samples: list[dict[str, Any]], out: Rederived) -> None:
+    """checks.stats over the re-derived samples: the summary file, then the floors."""
+    stats = {name: summarize([r[name] for r in samples]).as_dict() for name in FIGURES}
+    recorded = run.root / "throughput_summary.json"
+    try:
+        written = json.loads(recorded.read_text()) if recorded.is_file() else None
+    except ValueError:
+        written = None
+    if written is None:
+        out.failures.append("throughput_summary.json is missing or unreadable")
+    else:
+        for name in FIGURES:
+            for stat in ("median", "mean"):
+                out.compare(
+                    f"throughput.jsonl samples ({name})",
+                    "throughput_summary.json",
+                    {f"{name}.{stat}": (written.get(name) or {}).get(stat)},
+                    **{f"{name}.{stat}": stats[name][stat]},
+                )
+    roof = _json(run.root / "roofline.json")
+    if roof.get("computed"):  # a floor derived of the bound rests on its inputs, not its figure
+        out.compare("roofline.json inputs", "roofline.json", roof, bound_tok_s=_bound(roof))
+    judged = floors.judged_floors(
+        run.settings, _json(run.root / "throughput_comparison.json"), roof
+    )  # the gate's own derivation and check, in its direction (perf/floors.py)
+    out.failures += [*judged.not_derived, *floors.misses(judged.floors, samples)]
+
+
+def _bound(roof: Mapping[str, Any]) -> float | str:
+    """The decode bound that roofline.json's own inputs give (perf/roofline.py)."""
+    try:
+        return decode_bound(*(roof[k] for k in ROOFLINE_INPUTS)).bound_tok_s
+    except (KeyError, TypeError, ValueError) as exc:
+        return f"no bound: {exc}"
