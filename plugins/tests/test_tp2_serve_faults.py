@@ -13,6 +13,12 @@ on gloo): the server under fault is what these runs prove. Per fault, from the i
 * a rank that never joins (its worker held, alive and silent, before vLLM's
   ``init_distributed_environment``: ``rankfault/sitecustomize.py``): the start-up FAILs gate 01,
   within a short readiness bound, diagnosed ``missing_rank`` naming rank 1;
+* a rank that stalls (its worker asleep at the start of a model step once gate 03 begins:
+  ``rankfault/sitecustomize.py``): the engine core waits on the step, says so every
+  ``VLLM_RINGBUFFER_WARNING_INTERVAL`` s, then gives up after
+  ``VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS`` and dies: gate 03 FAILs with ``ServerDied`` saying a
+  model step never finished, diagnosed ``stalled_step`` from those lines; the later gates are
+  blocked;
 * after each run none of the serve's processes is left: every pid its log names (API server,
   engine core, both workers) and the launcher's process group are gone, the port is free.
 """
@@ -71,6 +77,21 @@ def pytest_runtest_call(item):
         (log,) = Path(os.environ["KILL_RESULTS"]).glob("2*/*/server.log")
         threading.Thread(target=_kill, args=(log,), daemon=True).start()
 """
+
+# The inner run's stall: the trigger file rankfault/sitecustomize.py waits for, made as the gate
+# test named by $STALL_AT starts, before its first request.
+STALLER = """
+import os, time
+from pathlib import Path
+
+def pytest_runtest_call(item):
+    if os.environ["STALL_AT"] in item.nodeid:
+        Path(os.environ["STALL_FILE"]).write_text(str(time.time()))
+"""
+# How long the engine waits on one step before it gives up, and how often it says it waits: past
+# the slowest real step (the first, which compiles: ~25 s on 2 cores), inside gate 03's request
+# budget (73 s for 32 tokens at the candidate's 3 tok/s floor).
+STEP_TIMEOUT_S, WAIT_EVERY_S = 45, 10
 
 
 def tp2_spec(name: str, readiness_timeout_s: int) -> dict[str, Any]:
@@ -153,6 +174,45 @@ def test_a_killed_tp_worker_is_server_died_naming_its_rank(tmp_path: Path) -> No
     print(f"rank 1 SIGKILL -> failure report: {failed[0]['t'] - killed['t']:.1f} s")
     assert failed[0]["t"] - killed["t"] < 120  # noticed by the gate, not by a budget running out
     assert_nothing_left(inner, name, at_least=4)  # API server, engine core, two workers
+
+
+def test_a_stalled_rank_is_server_died_diagnosed_stalled_step(tmp_path: Path) -> None:
+    name = "tp2-rank1-stalls"
+    trigger = tmp_path / "stall-now"
+    spec = tp2_spec(name, readiness_timeout_s=600)
+    spec["launch"]["env"] |= {
+        "PYTHONPATH": str(RANKFAULT),
+        "TP2QUAL_FAULT_STALL_RANK": "1",
+        "TP2QUAL_FAULT_STALL_FILE": str(trigger),
+        "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS": str(STEP_TIMEOUT_S),
+        "VLLM_RINGBUFFER_WARNING_INTERVAL": str(WAIT_EVERY_S),
+    }
+    runnable(tmp_path, spec)
+    (tmp_path / "staller.py").write_text(STALLER)
+    os.environ.update(
+        STALL_AT=f"test_known_answers_correct_and_identical[{name}]", STALL_FILE=str(trigger)
+    )
+    try:
+        inner = run_inner(tmp_path, [f"{name} and {NO_PROBE}"], "-p", "staller")
+    finally:
+        del os.environ["STALL_AT"], os.environ["STALL_FILE"]
+    assert trigger.exists(), inner.output()  # the fault was armed
+    finding = assert_failed_and_blocked(inner, name, "deterministic")
+    assert finding["gates"]["nccl"]["outcome"] == "passed"  # both ranks came up first
+    gate = finding["gates"]["deterministic"]
+    reason = gate["reason"]
+    assert "ServerDied" in reason and "a model step never finished" in reason, reason
+    assert "gave up ('RPC call to execute_model timed out.')" in reason, reason
+    assert "do not say which rank" in reason, reason
+    findings = [f for f in (gate["diagnosis"] or {}).get("findings", []) if f["rule"] != "harmless"]
+    assert findings and findings[0]["rule"] == "stalled_step", gate["diagnosis"]
+    assert f"VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS={STEP_TIMEOUT_S} here" in findings[0]["remedy"]
+    failed = [r for r in inner.reports(name) if r["outcome"] == "failed"]
+    assert len(failed) == 1 and failed[0]["when"] == "call", failed
+    armed = float(trigger.read_text())
+    print(f"\nstall armed -> failure report: {failed[0]['t'] - armed:.1f} s")
+    assert failed[0]["t"] - armed < STEP_TIMEOUT_S + 120  # the engine's bound, not a budget
+    assert_nothing_left(inner, name, at_least=4)  # the sleeping worker too
 
 
 def test_a_rank_that_never_joins_fails_startup_diagnosed(tmp_path: Path) -> None:

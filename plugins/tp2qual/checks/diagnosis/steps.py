@@ -55,8 +55,8 @@ class StalledStep:
             how = f"{waited} and has heard nothing since"
         return (
             f"a model step never finished: {how}; a worker stalled in the step or in its"
-            " collective, and vLLM's lines do not say which rank (its executor hears only rank"
-            " 0, which waits in the collective for the others)"
+            " collective, and vLLM's lines do not say which rank (its executor waits only on rank"
+            " 0's answer)"
         )
 
 
