@@ -96,3 +96,12 @@ def write_manifest(run_dir: Path, **meta: Any) -> Path:
     """Hash the run folder now and replace ``manifest.json`` atomically (a crash keeps the last)."""
     body = manifest(run_dir, exclude=NOT_HASHED) | meta
     return atomic_write(run_dir / MANIFEST, _dumps(body, indent=2, sort_keys=True) + "\n")
+
+
+def read_json_object(path: Path) -> dict[str, Any]:
+    """A JSON object artifact, or {} when it is missing, unreadable or of another shape."""
+    try:
+        found = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}

@@ -4,7 +4,6 @@ engine's own timings) and the previous run beside this one."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -12,7 +11,7 @@ from urllib.parse import quote
 from tp2qual.evidence.charts import sample_chart
 from tp2qual.evidence.claims import read_records
 from tp2qual.evidence.finding import read_finding
-from tp2qual.evidence.layout import FINDING, REPORT
+from tp2qual.evidence.layout import FINDING, REPORT, read_json_object
 from tp2qual.evidence.report_model import (
     FIGURES,
     PLOTTED,
@@ -27,15 +26,6 @@ from tp2qual.evidence.report_model import (
     ratio,
 )
 from tp2qual.perf.floors import AT_LEAST, DIRECTIONS, FLOORS_FILE, NO_FLOOR
-
-
-def _json(path: Path) -> dict[str, Any]:
-    """A JSON object artifact, or {} when it is missing, unreadable or of another shape."""
-    try:
-        found = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return found if isinstance(found, dict) else {}
 
 
 def stat_rows(summary: Any) -> tuple[StatRow, ...]:
@@ -92,8 +82,8 @@ def sample_charts(cand_dir: Path, floors: dict[str, Any]) -> tuple[Chart, ...]:
 
 def performance_context(cand_dir: Path) -> tuple[Fact, ...]:
     """What the samples are measured against: the dated TP1 baseline and the roofline."""
-    comparison_ = _json(cand_dir / "throughput_comparison.json") or {}
-    roof = _json(cand_dir / "roofline.json") or {}
+    comparison_ = read_json_object(cand_dir / "throughput_comparison.json") or {}
+    roof = read_json_object(cand_dir / "roofline.json") or {}
     facts: list[tuple[str, str]] = []
     if isinstance(base := comparison_.get("baseline"), dict):
         status = (
@@ -129,8 +119,8 @@ def performance_context(cand_dir: Path) -> tuple[Fact, ...]:
         facts.append(("measured / roofline", f"{measured} tok/s = {fmt(roof.get('fraction'))}"))
     elif roof:
         facts.append(("decode roofline", f"not computed: {roof.get('why')}"))
-    facts += floor_facts(_json(cand_dir / FLOORS_FILE))
-    facts += server_timing_facts(_json(cand_dir / "server_timings.json") or {})
+    facts += floor_facts(read_json_object(cand_dir / FLOORS_FILE))
+    facts += server_timing_facts(read_json_object(cand_dir / "server_timings.json") or {})
     return tuple(Fact(k, v) for k, v in facts)
 
 
@@ -148,7 +138,7 @@ def floor_facts(judged: dict[str, Any]) -> list[tuple[str, str]]:
 
 def judged_floor_values(cand_dir: Path) -> dict[str, Any]:
     """``{key: bound}`` of the floors gate 08 judged (written and derived), for the charts."""
-    listed = _json(cand_dir / FLOORS_FILE).get("floors")
+    listed = read_json_object(cand_dir / FLOORS_FILE).get("floors")
     rows = [f for f in listed if isinstance(f, dict)] if isinstance(listed, list) else []
     return {str(f.get("key")): f.get("value") for f in rows}
 
@@ -190,8 +180,8 @@ def comparison(run_dir: Path, candidate: str, verdict: str) -> Comparison | None
     if before_dir is None:
         return None
     before = read_finding(before_dir / candidate, run_dir)
-    now_stats = _json(run_dir / candidate / SUMMARY) or {}
-    old_stats = _json(before_dir / candidate / SUMMARY) or {}
+    now_stats = read_json_object(run_dir / candidate / SUMMARY) or {}
+    old_stats = read_json_object(before_dir / candidate / SUMMARY) or {}
     medians = {
         k: (now_stats[k].get("median"), old_stats[k].get("median"))
         for k in FIGURES

@@ -16,18 +16,17 @@ from tp2qual.checks.overlength import classify, over_bound_problems
 from tp2qual.engines import engine_for
 from tp2qual.evidence.rederive.common import (
     GateRun,
-    Mismatch,
     Rederived,
-    _by_tag,
-    _chunks,
-    _finish,
-    _message,
-    _status,
+    by_tag,
+    chunks_of,
+    finish_of,
+    message_of,
+    status_of,
 )
 
 
 def capacity(run: GateRun) -> Rederived:
-    raw = _by_tag(run.records("capacity.jsonl"))
+    raw = by_tag(run.records("capacity.jsonl"))
     out = Rederived(rows={"capacity_results.jsonl": []})
     rows = run.records("capacity_results.jsonl", required=False)
     for row in rows:
@@ -38,10 +37,10 @@ def capacity(run: GateRun) -> Rederived:
             if new is not None and "stream" not in row:  # a run from before the stream record:
                 new.pop("stream", None)  # its verdict (ok) is still re-derived and compared
         if new is None:
-            out.mismatches.append(
-                Mismatch(f"capacity.jsonl {tag}", "exchange", "a verdict", "no such exchange")
-            )
-            out.rows["capacity_results.jsonl"].append(row)
+            out.unmatched(
+                f"capacity.jsonl {tag}", "capacity_results.jsonl", row,
+                what="exchange", found="no such exchange",
+            )  # fmt: skip
             continue
         out.records += 1
         out.compare(f"capacity.jsonl {tag}", "capacity_results.jsonl", row, **new)
@@ -56,12 +55,12 @@ def capacity(run: GateRun) -> Rederived:
 
 
 def _needle(run: GateRun, exchange: dict[str, Any] | None) -> dict[str, Any] | None:
-    if _status(exchange) != 200 or exchange is None:
+    if status_of(exchange) != 200 or exchange is None:
         return None
     used = (exchange["response"].get("usage") or {}).get("prompt_tokens")
-    text, reasoning = split_reasoning(_message(exchange))
+    text, reasoning = split_reasoning(message_of(exchange))
     budget = run.settings["needle_max_tokens"]
-    verdict = check_budget(text, reasoning, _finish(exchange), budget)
+    verdict = check_budget(text, reasoning, finish_of(exchange), budget)
     answer = run.settings.get("needle_answer", "Lisbon")
     verdict = check_answer(text, [answer]) if verdict.ok else verdict
     fill = used / run.max_model_len if isinstance(used, int) else 0.0
@@ -78,7 +77,7 @@ def _over_bound(run: GateRun, raw: dict[str, dict[str, Any]]) -> dict[str, Any] 
     streamed = None
     if run.settings.get("stream_over_bound"):
         stream = raw.get("over-bound-stream") or {}
-        chunks = _chunks(stream)[0] if "chunks" in stream else None
+        chunks = chunks_of(stream)[0] if "chunks" in stream else None
         streamed = classify(stream.get("status"), stream.get("error_body"), chunks, known)
     problems = over_bound_problems(plain, streamed, after.get("status"))
     new = {"status": over.get("status"), "after_status": after.get("status"), "ok": not problems}

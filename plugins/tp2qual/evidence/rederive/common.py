@@ -1,7 +1,7 @@
 """What every gate's re-derivation shares: the run as recorded, the result, its mismatches.
 
 ``GateRun`` reads a gate's raw records from the candidate's evidence folder; ``Rederived`` holds
-the verdict rows as they should read and compares them with the rows recorded; the ``_…``
+the verdict rows as they should read and compares them with the rows recorded; the ``…_of``
 helpers read one field of a raw exchange the way every gate's check read it.
 """
 
@@ -40,9 +40,23 @@ class Rederived:
     mismatches: list[Mismatch] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)  # what fails, by the raw exchanges
 
+    def unmatched(
+        self,
+        record: str,
+        artifact: str,
+        row: dict[str, Any],
+        *,
+        what: str,
+        found: str,
+        recorded: str = "a verdict",
+    ) -> None:
+        """A recorded row whose raw ``what`` is not there: a mismatch, the row kept as written."""
+        self.mismatches.append(Mismatch(record, what, recorded, found))
+        self.rows[artifact].append(row)
+
     def compare(self, record: str, artifact: str, recorded: Mapping[str, Any], **new: Any) -> None:
         for key, value in new.items():
-            if key not in recorded or not _same(recorded[key], value):
+            if key not in recorded or not same_value(recorded[key], value):
                 self.mismatches.append(
                     Mismatch(record, f"{artifact} {key}", recorded.get(key, "<absent>"), value)
                 )
@@ -88,20 +102,20 @@ def read_settings(root: Path) -> dict[str, Any]:
     return body
 
 
-def _same(a: Any, b: Any) -> bool:
+def same_value(a: Any, b: Any) -> bool:
     if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, float) or isinstance(b, float):
         return a is not None and b is not None and same(a, b, rel_tol=1e-6)
     return bool(a == b)
 
 
-def _by_tag(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def by_tag(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """The last exchange under each tag (a retried tag keeps the one the gate judged)."""
     return {str(r.get("tag")): r for r in records}
 
 
-def _message(exchange: Mapping[str, Any]) -> dict[str, Any]:
+def message_of(exchange: Mapping[str, Any]) -> dict[str, Any]:
     try:
         message = exchange["response"]["choices"][0]["message"]
     except (KeyError, IndexError, TypeError):
@@ -109,26 +123,17 @@ def _message(exchange: Mapping[str, Any]) -> dict[str, Any]:
     return message if isinstance(message, dict) else {}
 
 
-def _finish(exchange: Mapping[str, Any]) -> str | None:
+def finish_of(exchange: Mapping[str, Any]) -> str | None:
     try:
         return exchange["response"]["choices"][0].get("finish_reason")
     except (KeyError, IndexError, TypeError, AttributeError):
         return None
 
 
-def _status(exchange: Mapping[str, Any] | None) -> int | None:
+def status_of(exchange: Mapping[str, Any] | None) -> int | None:
     return exchange.get("status") if exchange else None
 
 
-def _chunks(exchange: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[float]]:
+def chunks_of(exchange: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[float]]:
     pairs = [c for c in exchange.get("chunks") or [] if isinstance(c, dict)]
     return [c.get("data") or {} for c in pairs], [float(c["t"]) for c in pairs]
-
-
-def _json(path: Path) -> dict[str, Any]:
-    """A JSON object the gate wrote beside its samples; {} when it is not there or unreadable."""
-    try:
-        body = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return body if isinstance(body, dict) else {}

@@ -19,46 +19,35 @@ from tp2qual.checks.answers import (
 )
 from tp2qual.evidence.rederive.common import (
     GateRun,
-    Mismatch,
     Rederived,
-    _by_tag,
-    _finish,
-    _message,
-    _status,
+    by_tag,
+    finish_of,
+    message_of,
+    status_of,
 )
 
 
 def deterministic(run: GateRun) -> Rederived:
-    raw = _by_tag(run.records("deterministic.jsonl"))
+    raw = by_tag(run.records("deterministic.jsonl"))
     verdicts = run.records("deterministic_verdicts.jsonl", required=False)
     prompts = {p["id"]: p for p in run.settings.get("prompts", [])}
     out = Rederived(rows={"deterministic_verdicts.jsonl": []})
     for row in verdicts:
         prompt = prompts.get(row.get("id"))
         if prompt is None:
-            out.mismatches.append(
-                Mismatch(
-                    f"deterministic_verdicts.jsonl id={row.get('id')}",
-                    "prompt",
-                    "a verdict",
-                    "no such prompt in the recorded candidate",
-                )
-            )
-            out.rows["deterministic_verdicts.jsonl"].append(row)
+            out.unmatched(
+                f"deterministic_verdicts.jsonl id={row.get('id')}", "deterministic_verdicts.jsonl",
+                row, what="prompt", found="no such prompt in the recorded candidate",
+            )  # fmt: skip
             continue
         tags = [f"{prompt['id']}#{i}" for i in range(run.settings["repeats"])]
         exchanges = [raw.get(t) for t in tags]
-        missing = [t for t, x in zip(tags, exchanges, strict=True) if _status(x) != 200]
+        missing = [t for t, x in zip(tags, exchanges, strict=True) if status_of(x) != 200]
         if missing:
-            out.mismatches.append(
-                Mismatch(
-                    f"deterministic.jsonl {missing[0]}",
-                    "exchange",
-                    "a verdict",
-                    "no HTTP 200 answer",
-                )
-            )
-            out.rows["deterministic_verdicts.jsonl"].append(row)
+            out.unmatched(
+                f"deterministic.jsonl {missing[0]}", "deterministic_verdicts.jsonl", row,
+                what="exchange", found="no HTTP 200 answer",
+            )  # fmt: skip
             continue
         out.records += len(exchanges)
         new = _judge_prompt(prompt, [x for x in exchanges if x], run.settings["max_tokens"])
@@ -74,10 +63,10 @@ def deterministic(run: GateRun) -> Rederived:
 
 def _judge_prompt(prompt: dict[str, Any], exchanges: list[dict[str, Any]], budget: int) -> dict:
     """What gate 03 decides for one prompt, from its repeats' raw answers."""
-    split = [split_reasoning(_message(x)) for x in exchanges]
+    split = [split_reasoning(message_of(x)) for x in exchanges]
     answers = [a for a, _ in split]
     answer, reasoning = split[0]
-    verdict = check_budget(answer, reasoning, _finish(exchanges[0]), budget)
+    verdict = check_budget(answer, reasoning, finish_of(exchanges[0]), budget)
     if verdict.ok:
         verdict = check_answer(answer, prompt["expect"], prompt.get("mode", "contains"))
     if prompt.get("expect_reasoning") and verdict.ok:

@@ -11,30 +11,29 @@ from tp2qual.checks.answers import split_reasoning
 from tp2qual.checks.repetition import Thresholds, check
 from tp2qual.evidence.rederive.common import (
     GateRun,
-    Mismatch,
     Rederived,
-    _by_tag,
-    _message,
-    _status,
+    by_tag,
+    message_of,
+    status_of,
 )
 
 
 def repetition(run: GateRun) -> Rederived:
-    raw = _by_tag(run.records("repetition.jsonl"))
+    raw = by_tag(run.records("repetition.jsonl"))
     thresholds = Thresholds.from_mapping(run.settings.get("thresholds") or {})
     out = Rederived(rows={"repetition_metrics.jsonl": []})
     rows = run.records("repetition_metrics.jsonl", required=False)
     for row in rows:
         tag = f"long#{row.get('prompt')}"
         exchange = raw.get(tag)
-        if _status(exchange) != 200 or exchange is None:
-            out.mismatches.append(
-                Mismatch(f"repetition.jsonl {tag}", "exchange", "a verdict", "no HTTP 200 answer")
-            )
-            out.rows["repetition_metrics.jsonl"].append(row)
+        if status_of(exchange) != 200 or exchange is None:
+            out.unmatched(
+                f"repetition.jsonl {tag}", "repetition_metrics.jsonl", row,
+                what="exchange", found="no HTTP 200 answer",
+            )  # fmt: skip
             continue
         out.records += 1
-        answer, reasoning = split_reasoning(_message(exchange))
+        answer, reasoning = split_reasoning(message_of(exchange))
         verdict = check("\n".join(part for part in (reasoning, answer) if part), thresholds)
         # The decision is compared, not the measures: the gate measured the text before the
         # evidence redacted any secret in it, and a redaction changes lengths and ratios.

@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from tp2qual.checks.stats import summarize
-from tp2qual.evidence.rederive.common import GateRun, Mismatch, Rederived, _chunks, _json
+from tp2qual.evidence.layout import read_json_object
+from tp2qual.evidence.rederive.common import GateRun, Rederived, chunks_of
 from tp2qual.perf import floors
 from tp2qual.perf.roofline import decode_bound
 from tp2qual.perf.sampling import sample
@@ -34,10 +35,10 @@ def throughput(run: GateRun) -> Rederived:
         tag = f"{row.get('phase')}#{row.get('i')}"
         new = figures.get(tag)
         if new is None:
-            out.mismatches.append(
-                Mismatch(f"throughput.jsonl {tag}", "exchange", "a sample", "no such stream")
-            )
-            out.rows["throughput_samples.jsonl"].append(row)
+            out.unmatched(
+                f"throughput.jsonl {tag}", "throughput_samples.jsonl", row,
+                what="exchange", found="no such stream", recorded="a sample",
+            )  # fmt: skip
             continue
         out.records += 1
         keys = ("ok", "ttft_s", "e2e_s", "tpot_s", "decode_tok_s", "output_tokens")
@@ -71,7 +72,7 @@ def _samples_from_streams(raw: list[dict[str, Any]]) -> dict[str, dict[str, Any]
                 "reason": f"HTTP {exchange.get('status')}",
             }
             continue
-        chunks, times = _chunks(exchange)
+        chunks, times = chunks_of(exchange)
         usage = next((c["usage"] for c in reversed(chunks) if c.get("usage")), None)
         follow = raw[n + 1] if n + 1 < len(raw) else {}
         tokens = follow.get("response") if follow.get("tag") == "tokenize" else None
@@ -107,11 +108,11 @@ def _summary(run: GateRun, samples: list[dict[str, Any]], out: Rederived) -> Non
                     {f"{name}.{stat}": (written.get(name) or {}).get(stat)},
                     **{f"{name}.{stat}": stats[name][stat]},
                 )
-    roof = _json(run.root / "roofline.json")
+    roof = read_json_object(run.root / "roofline.json")
     if roof.get("computed"):  # a floor derived of the bound rests on its inputs, not its figure
         out.compare("roofline.json inputs", "roofline.json", roof, bound_tok_s=_bound(roof))
     judged = floors.judged_floors(
-        run.settings, _json(run.root / "throughput_comparison.json"), roof
+        run.settings, read_json_object(run.root / "throughput_comparison.json"), roof
     )  # the gate's own derivation and check, in its direction (perf/floors.py)
     out.failures += [*judged.not_derived, *floors.misses(judged.floors, samples)]
 

@@ -21,18 +21,17 @@ from tp2qual.checks.toolcalls import (
 )
 from tp2qual.evidence.rederive.common import (
     GateRun,
-    Mismatch,
     Rederived,
-    _by_tag,
-    _chunks,
-    _finish,
-    _message,
-    _status,
+    by_tag,
+    chunks_of,
+    finish_of,
+    message_of,
+    status_of,
 )
 
 
 def tool_calls(run: GateRun) -> Rederived:
-    raw = _by_tag(run.records("tool_calls.jsonl"))
+    raw = by_tag(run.records("tool_calls.jsonl"))
     settings = run.settings
     out = Rederived(rows={"tool_calls_verdicts.jsonl": []})
     rows = run.records("tool_calls_verdicts.jsonl", required=False)
@@ -40,15 +39,15 @@ def tool_calls(run: GateRun) -> Rederived:
         mode = str(row.get("mode"))
         tag = "result-answer" if mode == "result" else mode
         exchange = raw.get(tag)
-        if _status(exchange) != 200 or exchange is None:
-            out.mismatches.append(
-                Mismatch(f"tool_calls.jsonl {tag}", "exchange", "a verdict", "no HTTP 200 answer")
-            )
-            out.rows["tool_calls_verdicts.jsonl"].append(row)
+        if status_of(exchange) != 200 or exchange is None:
+            out.unmatched(
+                f"tool_calls.jsonl {tag}", "tool_calls_verdicts.jsonl", row,
+                what="exchange", found="no HTTP 200 answer",
+            )  # fmt: skip
             continue
         out.records += 1
         if mode == "result":
-            content = _message(exchange).get("content") or ""
+            content = message_of(exchange).get("content") or ""
             verdict = check_uses_result(content, settings["result_expect"])
             problems = [] if verdict.ok else [verdict.reason]
         else:
@@ -70,10 +69,10 @@ def _judge_call(
     """What gate 05 decides for one tool_choice mode, from its raw exchange(s)."""
     tool = run.settings["tool"]
     if mode.endswith("-stream"):
-        got = reassemble_stream(_chunks(exchange)[0])
+        got = reassemble_stream(chunks_of(exchange)[0])
         calls, finish = got["tool_calls"], got["finish_reason"]
     else:
-        calls, finish = _message(exchange).get("tool_calls"), _finish(exchange)
+        calls, finish = message_of(exchange).get("tool_calls"), finish_of(exchange)
     finishes, rule = expected_finish(run.engine, mode)
     verdict = check_call(calls, finish, tool["name"], tool["parameters"], finishes, rule)
     if not verdict.ok:
@@ -87,6 +86,6 @@ def _judge_call(
     base = mode.removesuffix("-stream")
     if not problems and mode != base and base in run.settings.get("modes", []):
         twin = raw.get(f"{mode}-twin") or {}
-        matches = check_twin(got, _status(twin), twin.get("response"))
+        matches = check_twin(got, status_of(twin), twin.get("response"))
         problems += [] if matches.ok else [matches.reason]
     return problems
