@@ -21,6 +21,9 @@ the log. The last stdout line is ``TP2QUAL_PROBE_REPORT {json}`` (per-rank resul
 figures, wall time, timed_out), read by ``tp2qual.checks.probe_result``. Exit status: 0 every
 rank summed right, 1 a rank failed, 124 the timeout hit and every rank was killed. torch is
 imported only inside a rank, so this module imports (and its launcher runs) without it.
+
+One file on purpose, stdlib only: it is mounted alone into the engine's image
+(``serving/probe.py``), where nothing else of the suite is installed.
 """
 
 from __future__ import annotations
