@@ -69,9 +69,7 @@ def stalled_step(lines: Sequence[Line]) -> StalledStep | None:
     if gave_up is None and (not waits or not answered):
         return None  # before it served: an RPC of its start-up (``first_collective_hang``)
     interval = int(_WAIT.search(waits[-1].text)["s"]) if waits else 0  # type: ignore[index]
-    run = _last_run(waits, interval)
-    if gave_up is None and any(_ANSWERED.search(ln.text) for ln in lines[run[-1].no :]):
-        return None  # answered after its last wait: a slow step, not a stalled one
+    run = _last_run(waits, interval)  # all after the last answer: a slow step answered is out
     method = _GAVE_UP.search(gave_up.text)["method"] if gave_up else None  # type: ignore[index]
     return StalledStep(tuple(run), interval, gave_up, method)
 
