@@ -8,7 +8,9 @@ recorded of it (``Reference.identity``) comes from its own evidence folder."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -299,3 +301,74 @@ def test_the_suite_commit_is_this_checkouts() -> None:
     facts = suite_identity()
     assert facts["commit"] == head and len(head) == 40
     assert isinstance(facts["dirty"], bool)
+
+
+def test_under_hosts_a_reference_and_the_candidates_naming_it_share_a_host(tmp_path: Path) -> None:
+    """One worker per host: on the same one, the reference runs first and its record of this
+    run is the one the candidates see (as a lane goes with its baseline)."""
+    from tp2qual.hosts import Host
+    from tp2qual.placement import Fleet, placement_for
+
+    folder = tmp_path / "c"
+    _write(folder, changed({"name": "ref"}))
+    _write(folder, changed({"name": "judged", "reference": {"candidate": "ref"}}))
+    _write(
+        folder, changed({"name": "judged-lane", "lane.kind": "optional", "lane.after": "judged"})
+    )
+    _write(folder, changed({"name": "heavy"}))
+    found = {c.name: c for c in load_candidates([folder])}
+    fleet = Fleet([Host("a", "unix:///a.sock"), Host("b", "unix:///b.sock")])
+    for order in (sorted(found), sorted(found, reverse=True)):
+        placement = placement_for([found[n] for n in order], fleet, tmp_path / "results", "run")
+        assert placement["ref"] == placement["judged"] == placement["judged-lane"]
+        assert placement["heavy"] != placement["ref"]  # the hosts are balanced around the unit
+
+
+def test_the_report_shows_the_references_identity_in_the_candidate_section(
+    tmp_path: Path,
+) -> None:
+    from tp2qual.evidence.report import build_run, render
+
+    root = tmp_path / "results"
+    ref_dir = _passed_run(root, "20260101T000000Z-aaaa", "s1")
+    (ref_dir / NAME / "identity" / "suite.json").write_text(json.dumps({"commit": "ab" * 20}))
+    found = find_reference(RunState(root, []), NAME, "s1")
+    assert isinstance(found, Reference)
+    run_dir = write_run(root, run_id="20260102T000000Z-bbbb", name="judged")
+    finding_path = run_dir / "judged" / "finding.json"
+    finding = json.loads(finding_path.read_text())
+    finding["identity"]["reference"] = found.identity | {"source": found.source}
+    finding_path.write_text(json.dumps(finding))
+    page = render(build_run(run_dir))
+    section = page.split('<section id="judged">', 1)[1].split("</section>", 1)[0]
+    block = section.split("Gate 07's reference", 1)[1].split("<h3>Gates</h3>", 1)[0]
+    for value in (NAME, "20260101T000000Z-aaaa", "ab" * 20, found.identity["launch_sha256"]):
+        assert value in block, value
+    assert "model revision (pin)" in block and "not recorded" in block  # its image: a process
+
+
+def test_the_readmes_tp2_command_brings_its_tp1_reference_on_a_fresh_results_folder(
+    tmp_path: Path,
+) -> None:
+    """``pytest -k smollm2-135m-vllm-tp2`` (README, "TP2 on the CPU") selects the TP2 serve and
+    its lane, not ``smollm2-135m-vllm``: collected on a fresh ``--results`` folder, the
+    reference is brought into the run, first, with one line saying so (nothing is started;
+    ``test_reference_brought.py`` runs the same rule through every gate)."""
+    from tp2qual.serving.launchers.docker.engine import unavailable
+
+    if why := unavailable():
+        pytest.skip(f"the TP2 serve runs in Docker, and no engine answers here: {why}")
+    env = {**os.environ, "TP2QUAL_VLLM_CPU_IMAGE_ID": "sha256:" + "0" * 64}  # collection only
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--co", "-q", "-k", "smollm2-135m-vllm-tp2",
+         f"--results={tmp_path / 'results'}", "-p", "no:cacheprovider"],
+        cwd=MAIN, capture_output=True, text=True, timeout=120, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    said = [line for line in done.stdout.splitlines() if "brought into this run" in line]
+    assert len(said) == 1 and said[0].startswith(
+        "tp2qual: smollm2-135m-vllm brought into this run: smollm2-135m-vllm-tp2 is judged"
+    ), done.stdout
+    ids = [line.rpartition("[")[2] for line in done.stdout.splitlines() if "::" in line]
+    first = [i for i, n in enumerate(ids) if not n.startswith("smollm2-135m-vllm-tp2")]
+    assert first and max(first) < min(set(range(len(ids))) - set(first)), ids  # it runs first

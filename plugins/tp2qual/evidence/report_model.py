@@ -137,6 +137,7 @@ class CandidateView:
     closed_loop: ClosedLoop | None = None
     topology: TopologyView | None = None
     topology_link: Link | None = None  # the raw snapshot
+    reference: tuple[Fact, ...] = ()  # gate 07's reference, as identity/reference.json records it
 
 
 @dataclass(frozen=True)
