@@ -22,7 +22,6 @@ from tp2qual import dry_run
 from tp2qual.candidate import Candidate
 from tp2qual.evidence.claims import make_claim
 from tp2qual.evidence.finding import CandidateRecord
-from tp2qual.evidence.suite import SUITE, suite_identity
 from tp2qual.hooks.candidates import run_key
 from tp2qual.hooks.gating import candidate_of, gate_of
 from tp2qual.hooks.hosts import fleet_key
@@ -87,10 +86,6 @@ def record(candidate: Candidate, request: pytest.FixtureRequest) -> CandidateRec
     if "host" not in rec.identity:
         rec.identity["host"] = host_identity()
         rec.evidence.write_json("identity/host.json", rec.identity["host"])
-        rec.save()
-    if "suite" not in rec.identity:  # which suite judged: its commit (evidence/suite.py)
-        rec.identity["suite"] = suite_identity()
-        rec.evidence.write_json(SUITE, rec.identity["suite"])
         rec.save()
     return rec
 

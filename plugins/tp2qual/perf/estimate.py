@@ -57,8 +57,8 @@ class Estimate:
         return [
             f"about {self.seconds / 60:.0f} min at most: load {self.load.value / 60:.1f} min, "
             f"gates (min) {counted}",
-            f"  decode: {self.decode.value:g} tok/s, {self.decode.basis}",
-            f"  first token: {self.first_token.value:g} s a request, {self.first_token.basis}",
+            f"  decode: {self.decode.value:.3g} tok/s, {self.decode.basis}",
+            f"  first token: {self.first_token.value:.3g} s a request, {self.first_token.basis}",
             f"  load: {self.load.basis}",
             f"  left out: {LEFT_OUT}",
         ]
