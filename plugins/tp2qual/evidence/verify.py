@@ -33,6 +33,7 @@ from tp2qual.evidence.rederive import (
     read_settings,
     supports_pass,
 )
+from tp2qual.evidence.rederive.startup import READINESS, startup
 
 OUTCOMES = frozenset(str(o) for o in Outcome)
 
@@ -41,6 +42,7 @@ OUTCOMES = frozenset(str(o) for o in Outcome)
 class Problem:
     # tampered | missing | unlisted | manifest | finding | claim | unbacked | verdict
     # | rederive (the raw exchanges give another value) | unsupported (outcome vs evidence)
+    # | note (not a problem: a failure that stands on its reason alone)
     kind: str
     where: str  # path relative to the run folder
     detail: str
@@ -59,6 +61,9 @@ class Verification:
     seconds: float = 0.0
     problems: list[Problem] = field(default_factory=list)
     rechecked: Counter[str] = field(default_factory=Counter)  # gate -> raw exchanges re-checked
+    rejudged: Counter[str] = field(default_factory=Counter)  # gate -> other raw records judged
+    notes: list[Problem] = field(default_factory=list)  # failures that stand on their reason
+    rehashed: bool = False
 
     @property
     def ok(self) -> bool:
@@ -69,10 +74,14 @@ class Verification:
         note = "" if self.final_manifest else " (manifest written before the run finished)"
         counts = ", ".join(f"{gate} {n}" for gate, n in self.rechecked.items())
         rechecked = f"; raw exchanges re-checked: {counts}" if counts else ""
+        records = ", ".join(f"{gate} {n}" for gate, n in self.rejudged.items())
+        rejudged = (f"; other raw records re-judged: {records}" if records else "")
+        rehashed = "; model bytes re-hashed" if self.rehashed else ""
+        alone = f"; {len(self.notes)} failure(s) stand on their reason alone" if self.notes else ""
         return (
             f"verify {self.run_dir.name}: {state} — {self.candidates} candidate(s), "
             f"{self.files} file(s), {self.claims} claim(s) in {self.seconds:.2f}s{note}"
-            f"{rechecked}"
+            f"{rechecked}{rejudged}{rehashed}{alone}"
         )
 
 
@@ -83,10 +92,12 @@ def resolve_run(path: Path) -> Path:
     return path.resolve()
 
 
-def verify_run(path: Path) -> Verification:
+def verify_run(path: Path, *, rehash: bool = False) -> Verification:
+    """``rehash``: hash the model's bytes again (``identity/model.json`` names the files) instead
+    of trusting the digests preflight recorded."""
     began = time.monotonic()
     run_dir = resolve_run(path)
-    result = Verification(run_dir)
+    result = Verification(run_dir, rehashed=rehash)
     listed = _load_manifest(run_dir, result)
     result.problems += check_files(run_dir, listed)
     result.files = len(listed)
@@ -172,13 +183,14 @@ def check_candidate(
 def check_rederived(
     cand_dir: Path, finding: Finding, where: str, result: Verification
 ) -> list[Problem]:
-    """Every gate that ran is judged again from its raw exchanges, with the recorded settings;
-    its verdict rows and claims must be what that gives, and its outcome what they support."""
+    """Every gate that ran is judged again from its raw records, with the recorded settings;
+    its verdict rows, claims and checks must be what that gives, and its outcome what they
+    support."""
     ran = [g for g, r in finding.gates.items() if r.outcome in (PASSED, FAILED)]
     if not ran:
         return []
     try:
-        resolved = read_settings(cand_dir)
+        resolved = with_fallbacks(read_settings(cand_dir), finding)
     except Unrederivable as exc:
         return [Problem("rederive", f"{cand_dir.name}/{RESOLVED_CANDIDATE}", str(exc))]
     problems = []
@@ -186,28 +198,54 @@ def check_rederived(
         settings = resolved["gates"].get(gate) or {}
         got = None
         if gate in REDERIVERS:
-            got, problem = _rederive(cand_dir, gate, settings, resolved)
+            got, problem = _rederive(cand_dir, gate, settings, resolved, result.rehashed)
             if problem and finding.gates[gate].outcome == FAILED and not got.records:
-                continue  # failed before its exchanges were written: its reason stands alone
+                # failed before its raw records were written: its start-up, or its reason
+                problems += _failure_alone(cand_dir, gate, finding, where, result, str(problem))
+                continue
             if problem:
                 problems.append(problem)
                 continue
-            if got.records:  # a gate with nothing raw to re-check (no engine asked) is not listed
-                result.rechecked[gate] += got.records
+            _count(result, gate, got)
             problems += [
                 Problem("rederive", f"{cand_dir.name}/{m.record}", f"{gate}: {m.line()}")
                 for m in got.mismatches
             ]
             problems += _claims_rederived(cand_dir, gate, finding, got, where)
-        problems += _outcome_supported(gate, finding, settings, got, where)
+            problems += checks_agree(gate, finding, got, where)
+        problems += _outcome_supported(cand_dir, gate, finding, settings, got, where, result)
     return problems
 
 
+def with_fallbacks(resolved: dict[str, Any], finding: Finding) -> dict[str, Any]:
+    """The recorded settings, completed from the finding's own candidate spec where a run made
+    before they were recorded lacks them (the stated version, TP size, GPUs, the model pin)."""
+    spec = finding.spec
+    out = dict(resolved)
+    out.setdefault("engine_version", (spec.get("engine") or {}).get("version"))
+    out.setdefault("tp", (spec.get("serve") or {}).get("tensor_parallel_size"))
+    out.setdefault("gpus", spec.get("gpus") or {"count": 0})
+    out.setdefault("model", {"revision": (spec.get("model") or {}).get("revision")})
+    return out
+
+
+def _count(result: Verification, gate: str, got: Rederived) -> None:
+    if got.records:  # a gate with nothing raw to re-check (no engine asked) is not listed
+        result.rechecked[gate] += got.records
+    if got.read:
+        result.rejudged[gate] += len(got.read)
+
+
 def _rederive(
-    cand_dir: Path, gate: str, settings: dict[str, Any], resolved: dict[str, Any]
+    cand_dir: Path, gate: str, settings: dict[str, Any], resolved: dict[str, Any], rehash: bool
 ) -> tuple[Rederived, Problem | None]:
     run = GateRun(
-        cand_dir, settings, str(resolved.get("engine")), int(resolved.get("max_model_len") or 1)
+        cand_dir,
+        settings,
+        str(resolved.get("engine")),
+        int(resolved.get("max_model_len") or 1),
+        resolved,
+        rehash,
     )
     try:
         return REDERIVERS[gate](run), None
@@ -216,6 +254,31 @@ def _rederive(
     except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
         detail = f"{gate}: the raw exchanges or recorded settings are malformed ({exc!r})"
         return Rederived(), Problem("rederive", cand_dir.name, detail)
+
+
+def checks_agree(gate: str, finding: Finding, got: Rederived, where: str) -> list[Problem]:
+    """Each check (test) the finding records, against the same check judged again from its
+    record: the same outcome; a passed check must have its record on disk."""
+    tests = finding.gates[gate].tests
+    problems = []
+    for test, judged in got.checks.items():
+        recorded = tests.get(test)
+        if recorded in (None, "error") or recorded == judged.outcome:
+            continue  # not recorded by name (an older finding), or a suite error: not judged
+        why = f" ({judged.reason})" if judged.reason else ""
+        problems.append(
+            Problem(
+                "rederive",
+                f"{where} [{gate}.{test}]",
+                f"recorded {recorded}; {judged.record} gives {judged.outcome}{why}",
+            )
+        )
+    problems += [
+        Problem("rederive", f"{where} [{gate}.{test}]", f"passed, but {record} is not on disk")
+        for test, record in got.missing.items()
+        if tests.get(test) == "passed"
+    ]
+    return problems
 
 
 def _claims_rederived(
@@ -247,15 +310,22 @@ def _claims_rederived(
 
 
 def _outcome_supported(
-    gate: str, finding: Finding, settings: dict[str, Any], got: Rederived | None, where: str
+    cand_dir: Path,
+    gate: str,
+    finding: Finding,
+    settings: dict[str, Any],
+    got: Rederived | None,
+    where: str,
+    result: Verification,
 ) -> list[Problem]:
-    """A passed gate's claims support a pass and its raw exchanges fail nothing; a failed gate's
-    claims or raw exchanges show the failure."""
-    result = finding.gates[gate]
-    verdicts = {c.name: supports_pass(c.name, c.value, settings) for c in result.claims}
-    values = {c.name: c.value for c in result.claims}
+    """A passed gate's claims support a pass and its raw records fail nothing; a failed gate's
+    claims or raw records show the failure (or its start-up failure, or it failed before it
+    wrote any: it stands on its reason)."""
+    gate_result = finding.gates[gate]
+    verdicts = {c.name: supports_pass(c.name, c.value, settings) for c in gate_result.claims}
+    values = {c.name: c.value for c in gate_result.claims}
     failures = got.failures if got else []
-    if result.outcome == PASSED:
+    if gate_result.outcome == PASSED:
         problems = [
             Problem(
                 "unsupported",
@@ -269,14 +339,52 @@ def _outcome_supported(
             Problem("unsupported", where, f"{gate} passed, but the raw exchanges fail: {f}")
             for f in failures
         ]
-    if got is not None and not failures and False not in verdicts.values():
-        return [
-            Problem(
-                "unsupported",
-                where,
-                f"{gate} failed, but neither its claims nor its raw exchanges show a failure",
-            )
-        ]
+    if got is None or failures or False in verdicts.values():
+        return []
+    failed = [t for t, o in gate_result.tests.items() if o == "failed"]
+    if failed and all(t in got.missing for t in failed):  # failed before writing its records
+        records = ", ".join(got.missing[t] for t in failed)
+        return _failure_alone(cand_dir, gate, finding, where, result, f"no {records} on disk")
+    if _server_down(finding, gate):
+        return _failure_alone(cand_dir, gate, finding, where, result, "")
+    return [
+        Problem(
+            "unsupported",
+            where,
+            f"{gate} failed, but neither its claims nor its raw exchanges show a failure",
+        )
+    ]
+
+
+def _server_down(finding: Finding, gate: str) -> str:
+    """How the server went down in ``gate`` (start-up failed / server died), or ""."""
+    down = finding.server_down or ""
+    return down.partition(" (")[2].rstrip(")") if down.partition(" (")[0] == gate else ""
+
+
+def _failure_alone(
+    cand_dir: Path, gate: str, finding: Finding, where: str, result: Verification, why: str
+) -> list[Problem]:
+    """A failed gate with no raw record of its own judged. A start-up failure is judged again
+    from ``readiness.json``; any other failure before a record was written stands on its
+    reason, said as a note (a FAIL claims nothing a record must back)."""
+    how = _server_down(finding, gate)
+    if how == "start-up failed":
+        got = startup(cand_dir)
+        if got is not None:
+            result.rejudged[gate] += len(got.read)
+            if got.failures:
+                return []
+            return [
+                Problem(
+                    "unsupported",
+                    where,
+                    f"{gate} failed at the server's start-up, but {READINESS} shows it ready",
+                )
+            ]
+        why = f"no {READINESS} on disk"
+    detail = f"{gate} failed ({how or 'before its raw records were written'}; {why}): "
+    result.notes.append(Problem("note", where, detail + finding.gates[gate].reason[:200]))
     return []
 
 

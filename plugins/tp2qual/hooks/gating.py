@@ -56,6 +56,10 @@ def candidate_of(item: pytest.Item) -> Candidate | None:
 # How a gate skipped by ``verdict_for`` is recorded, by the reason's first words.
 SKIPPED_AS = (("not applicable", NOT_APPLICABLE), ("not run", NOT_RUN))
 
+# Set on a test the setup hook skipped for its whole gate (not applicable, blocked, not run):
+# the gate's outcome says why, so the skip is not one of the gate's checks.
+gate_skipped_key = pytest.StashKey[bool]()
+
 
 def verdict_for(state: RunState, record: CandidateRecord, gate: str) -> str | None:
     """Why this gate must be skipped for this candidate, or None to run it."""
@@ -154,6 +158,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         result.outcome = next((o for w, o in SKIPPED_AS if why.startswith(w)), BLOCKED)
         result.reason = why
         record.save()
+    item.stash[gate_skipped_key] = True
     pytest.skip(why)
 
 
@@ -162,8 +167,11 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
-    # No record for a candidate this machine cannot run (pytest's own skip says why), in any phase.
-    cannot_run = report.skipped or item.get_closest_marker("skip") is not None
+    # No record for a candidate this machine cannot run (pytest's own skip says why), in any
+    # phase, nor a check of a gate skipped as a whole (its outcome says why); a check a running
+    # gate skipped is recorded with its reason.
+    cannot_run = item.get_closest_marker("skip") is not None
+    cannot_run |= item.stash.get(gate_skipped_key, False)
     context = None if cannot_run else _context(item)
     if context is not None:
         _note(item, report, call, context[1], context[2])
@@ -206,12 +214,22 @@ def _note(
             result.error_artifact = record.evidence.write_text(
                 f"suite_errors/{gate}-{_safe(test)}-{report.when}.txt", report.longreprtext
             )
+    elif report.skipped:
+        result.tests[test] = "skipped"
+        result.skipped[test] = _skip_reason(report)
     elif report.when == "call":
         result.tests[test] = "passed"
         if result.outcome not in (FAILED, ERROR):
             result.outcome = PASSED
     result.seconds += report.duration  # every phase of every test of the gate
     record.save()
+
+
+def _skip_reason(report: pytest.TestReport) -> str:
+    """The reason ``pytest.skip`` was given (pytest keeps it as (path, line, "Skipped: …"))."""
+    longrepr = report.longrepr
+    text = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+    return text.removeprefix("Skipped: ")
 
 
 def _diagnosis(record: CandidateRecord, test: str) -> dict[str, Any] | None:
