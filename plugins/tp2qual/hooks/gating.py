@@ -30,6 +30,7 @@ from tp2qual.evidence.finding import (
     PASSED,
     STOPPING,
     CandidateRecord,
+    GateResult,
     Verdict,
     read_finding,
 )
@@ -190,6 +191,10 @@ def blames_candidate(excinfo: pytest.ExceptionInfo[BaseException] | None) -> boo
     return excinfo.errisinstance((AssertionError, pytest.fail.Exception, QualError))
 
 
+# A parametrized check (gate 05's modes) keeps its worst outcome under its one name.
+RANK = {"skipped": 0, "passed": 1, "error": 2, "failed": 3}
+
+
 def _note(
     item: pytest.Item,
     report: pytest.TestReport,
@@ -200,14 +205,14 @@ def _note(
     result = record.gates[gate]
     test = item.originalname if isinstance(item, pytest.Function) else item.name
     if report.failed and blames_candidate(call.excinfo):
-        result.tests[test] = "failed"
+        _outcome(result, test, "failed")
         if result.outcome != FAILED:
             result.outcome = FAILED
             result.reason = _one_line_cause(report)
             result.excerpt = _excerpt(record)
             result.diagnosis = _diagnosis(record, test)
     elif report.failed:
-        result.tests[test] = "error"
+        _outcome(result, test, "error")
         if result.outcome not in (FAILED, ERROR):  # a proven failure, or the first error, stays
             result.outcome = ERROR
             result.reason = "suite error (not the candidate's fault): " + _one_line_cause(report)
@@ -215,14 +220,27 @@ def _note(
                 f"suite_errors/{gate}-{_safe(test)}-{report.when}.txt", report.longreprtext
             )
     elif report.skipped:
-        result.tests[test] = "skipped"
-        result.skipped[test] = _skip_reason(report)
+        _outcome(result, test, "skipped")
+        result.skipped[_variant(item, test)] = _skip_reason(report)
     elif report.when == "call":
-        result.tests[test] = "passed"
+        _outcome(result, test, "passed")
         if result.outcome not in (FAILED, ERROR):
             result.outcome = PASSED
     result.seconds += report.duration  # every phase of every test of the gate
     record.save()
+
+
+def _outcome(result: GateResult, test: str, outcome: str) -> None:
+    """A check's outcome; over a parametrized check's variants the worst one stays."""
+    if test not in result.tests or RANK[outcome] >= RANK.get(result.tests[test], 0):
+        result.tests[test] = outcome
+
+
+def _variant(item: pytest.Item, test: str) -> str:
+    """``test`` with its parameters besides the candidate (``test_tool_call[auto]``)."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    shown = [str(v) for k, v in params.items() if k != "candidate"]
+    return f"{test}[{'-'.join(shown)}]" if shown else test
 
 
 def _skip_reason(report: pytest.TestReport) -> str:

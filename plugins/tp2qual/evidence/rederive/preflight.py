@@ -63,7 +63,8 @@ def _rehash(facts: dict[str, Any], out: Rederived, where: str) -> None:
     """The model's bytes hashed again (no digest cache): each must give its recorded digest."""
     targets: list[tuple[str, str, str | None, Any]]
     if "file_sha256" in facts:
-        targets = [(str(facts.get("file")), str(facts.get("file")), "sha256", facts["file_sha256"])]
+        file = str(facts.get("file"))
+        targets = [(Path(file).name, file, "sha256", facts["file_sha256"])]
     else:
         targets = [
             (str(f["file"]), str(f["target"]), checks.address_kind(str(f["blob"])), f["digest"])
