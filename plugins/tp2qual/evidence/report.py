@@ -135,7 +135,7 @@ def build_gate(
 
 
 def checks_of(result: GateResult) -> tuple[CheckRow, ...]:
-    """Every check the gate ran and skipped (its tests, in the order they ran), in words; a
+    """Every check the gate ran and skipped (its tests, by name), in words; a
     variant skipped apart (a mode of a parametrized check) is a row of its own."""
     rows = [
         CheckRow(_words(test), outcome, result.skipped.get(test, ""))

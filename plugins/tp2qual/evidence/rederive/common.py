@@ -102,6 +102,10 @@ class GateRun:
     resolved: dict[str, Any] = field(default_factory=dict)  # all of identity/candidate.json
     rehash: bool = False  # hash the model's bytes again (verify --rehash)
 
+    def recorded(self) -> dict[str, Any]:
+        """The settings the run recorded at its start (``resolved``, else read from disk)."""
+        return self.resolved or read_settings(self.root)
+
     def json(self, artifact: str) -> dict[str, Any] | None:
         """A JSON record of the gate, or None when it is not on disk (Unrederivable when it
         does not parse as an object)."""
