@@ -13,13 +13,13 @@
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any
 
 from tp2qual.checks import preflight as checks
 from tp2qual.checks.engine_answer import judge as judge_engine_answer
 from tp2qual.checks.verdict import NotJudged
+from tp2qual.evidence.layout import sha256_of
 from tp2qual.evidence.rederive.common import (
     RESOLVED_CANDIDATE,
     GateRun,
@@ -32,7 +32,6 @@ from tp2qual.evidence.rederive.common import (
 ENGINE_CHECK = "engine_check.json"  # gate 00's engine answer (tests/test_00_preflight.py)
 MODEL, IMAGE = "identity/model.json", "identity/image.json"
 BUSY, TOPOLOGY = "busy.json", "topology.json"
-BLOCK = 1 << 24
 
 
 def preflight(run: GateRun) -> Rederived:
@@ -80,13 +79,7 @@ def _rehash(facts: dict[str, Any], out: Rederived, where: str) -> None:
 
 
 def _digest(path: Path, kind: str | None) -> str:
-    if kind == "git-sha1":
-        return checks.git_blob_sha1(path.read_bytes())
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        while block := fh.read(BLOCK):
-            digest.update(block)
-    return digest.hexdigest()
+    return checks.git_blob_sha1(path.read_bytes()) if kind == "git-sha1" else sha256_of(path)
 
 
 def _image_pin(run: GateRun, out: Rederived) -> None:
