@@ -46,6 +46,7 @@ from tp2qual.evidence.report_model import (
     SUMMARY,
     CandidateView,
     Cause,
+    CheckRow,
     ClaimRow,
     ClosedLoop,
     Fact,
@@ -130,7 +131,27 @@ def build_gate(
         tuple(_link(run_dir, p, manifest) for p in files),
         stated_sampling(cand_dir, gate),
         causes_of(result.diagnosis),
+        checks_of(result),
     )
+
+
+def checks_of(result: GateResult) -> tuple[CheckRow, ...]:
+    """Every check the gate ran and skipped (its tests, by name), in words; a
+    variant skipped apart (a mode of a parametrized check) is a row of its own."""
+    rows = [
+        CheckRow(_words(test), outcome, result.skipped.get(test, ""))
+        for test, outcome in result.tests.items()
+    ]
+    rows += [
+        CheckRow(_words(variant), "skipped", why)
+        for variant, why in result.skipped.items()
+        if variant not in result.tests
+    ]
+    return tuple(rows)
+
+
+def _words(test: str) -> str:
+    return test.removeprefix("test_").replace("_", " ")
 
 
 def closed_loop(cand_dir: Path, lines: int = 25) -> ClosedLoop | None:

@@ -30,6 +30,7 @@ from tp2qual.evidence.finding import (
     PASSED,
     STOPPING,
     CandidateRecord,
+    GateResult,
     Verdict,
     read_finding,
 )
@@ -57,6 +58,10 @@ def candidate_of(item: pytest.Item) -> Candidate | None:
 
 # How a gate skipped by ``verdict_for`` is recorded, by the reason's first words.
 SKIPPED_AS = (("not applicable", NOT_APPLICABLE), ("not run", NOT_RUN))
+
+# Set on a test the setup hook skipped for its whole gate (not applicable, blocked, not run):
+# the gate's outcome says why, so the skip is not one of the gate's checks.
+gate_skipped_key = pytest.StashKey[bool]()
 
 
 def verdict_for(state: RunState, record: CandidateRecord, gate: str) -> str | None:
@@ -223,6 +228,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         result.outcome = next((o for w, o in SKIPPED_AS if why.startswith(w)), BLOCKED)
         result.reason = why
         record.save()
+    item.stash[gate_skipped_key] = True
     pytest.skip(why)
 
 
@@ -231,8 +237,11 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
-    # No record for a candidate this machine cannot run (pytest's own skip says why), in any phase.
-    cannot_run = report.skipped or item.get_closest_marker("skip") is not None
+    # No record for a candidate this machine cannot run (pytest's own skip says why), in any
+    # phase, nor a check of a gate skipped as a whole (its outcome says why); a check a running
+    # gate skipped is recorded with its reason.
+    cannot_run = item.get_closest_marker("skip") is not None
+    cannot_run |= item.stash.get(gate_skipped_key, False)
     context = None if cannot_run else _context(item)
     if context is not None:
         _note(item, report, call, context[1], context[2])
@@ -251,6 +260,10 @@ def blames_candidate(excinfo: pytest.ExceptionInfo[BaseException] | None) -> boo
     return excinfo.errisinstance((AssertionError, pytest.fail.Exception, QualError))
 
 
+# A parametrized check (gate 05's modes) keeps its worst outcome under its one name.
+RANK = {"skipped": 0, "passed": 1, "error": 2, "failed": 3}
+
+
 def _note(
     item: pytest.Item,
     report: pytest.TestReport,
@@ -261,26 +274,49 @@ def _note(
     result = record.gates[gate]
     test = item.originalname if isinstance(item, pytest.Function) else item.name
     if report.failed and blames_candidate(call.excinfo):
-        result.tests[test] = "failed"
+        _outcome(result, test, "failed")
         if result.outcome != FAILED:
             result.outcome = FAILED
             result.reason = _one_line_cause(report)
             result.excerpt = _excerpt(record)
             result.diagnosis = _diagnosis(record, test)
     elif report.failed:
-        result.tests[test] = "error"
+        _outcome(result, test, "error")
         if result.outcome not in (FAILED, ERROR):  # a proven failure, or the first error, stays
             result.outcome = ERROR
             result.reason = "suite error (not the candidate's fault): " + _one_line_cause(report)
             result.error_artifact = record.evidence.write_text(
                 f"suite_errors/{gate}-{_safe(test)}-{report.when}.txt", report.longreprtext
             )
+    elif report.skipped:
+        _outcome(result, test, "skipped")
+        result.skipped[_variant(item, test)] = _skip_reason(report)
     elif report.when == "call":
-        result.tests[test] = "passed"
+        _outcome(result, test, "passed")
         if result.outcome not in (FAILED, ERROR):
             result.outcome = PASSED
     result.seconds += report.duration  # every phase of every test of the gate
     record.save()
+
+
+def _outcome(result: GateResult, test: str, outcome: str) -> None:
+    """A check's outcome; over a parametrized check's variants the worst one stays."""
+    if test not in result.tests or RANK[outcome] >= RANK.get(result.tests[test], 0):
+        result.tests[test] = outcome
+
+
+def _variant(item: pytest.Item, test: str) -> str:
+    """``test`` with its parameters besides the candidate (``test_tool_call[auto]``)."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    shown = [str(v) for k, v in params.items() if k != "candidate"]
+    return f"{test}[{'-'.join(shown)}]" if shown else test
+
+
+def _skip_reason(report: pytest.TestReport) -> str:
+    """The reason ``pytest.skip`` was given (pytest keeps it as (path, line, "Skipped: …"))."""
+    longrepr = report.longrepr
+    text = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+    return text.removeprefix("Skipped: ")
 
 
 def _diagnosis(record: CandidateRecord, test: str) -> dict[str, Any] | None:

@@ -22,6 +22,7 @@ from tp2qual import dry_run
 from tp2qual.candidate import Candidate
 from tp2qual.evidence.claims import make_claim
 from tp2qual.evidence.finding import CandidateRecord
+from tp2qual.exceptions import PinMismatch
 from tp2qual.hooks.candidates import run_key
 from tp2qual.hooks.gating import candidate_of, gate_of
 from tp2qual.hooks.hosts import fleet_key
@@ -93,8 +94,16 @@ def record(candidate: Candidate, request: pytest.FixtureRequest) -> CandidateRec
 @pytest.fixture(scope="session")
 def model_pin(candidate: Candidate, record: CandidateRecord) -> dict[str, Any]:
     """The model the candidate pins, proven to be the pinned bytes or revision, once per
-    candidate (raises PinMismatch naming file, revision and pin)."""
-    facts = model_identity(candidate)
+    candidate (raises PinMismatch naming file, revision and pin). What was found is recorded
+    either way, so ``verify`` can judge the pin again (``checks.preflight``)."""
+    try:
+        facts = model_identity(candidate)
+    except PinMismatch as exc:
+        if exc.facts is not None:
+            record.identity["model"] = exc.facts
+            record.evidence.write_json("identity/model.json", exc.facts)
+            record.save()
+        raise
     record.identity["model"] = facts
     record.evidence.write_json("identity/model.json", facts)
     record.save()
