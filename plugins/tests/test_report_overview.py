@@ -84,7 +84,7 @@ def test_a_row_per_candidate_read_from_its_claims(campaign: Path) -> None:
     assert (fast.candidate, fast.verdict, fast.gate, fast.decode_tok_s) == (FAST, "PASS", "", 60.5)
     assert fast.decode_ci[0] is not None and fast.decode_ci[0] < 60.5 < fast.decode_ci[1]
     assert (fast.tp1_ratio, fast.tp1_corroborated, fast.tp1_date) == (1.5, False, "2026-07-28")
-    assert fast.extra == {"agreement.exact_share": 0.6}
+    assert fast.agreement == {"exact_share": 0.6}  # the named figures, never every claim
     assert fast.wall_s == pytest.approx(3.0)  # six passed gates of 0.5 s each
     assert (slow.verdict, slow.gate) == ("FAIL", "deterministic")
     assert slow.cause == "CUDA out of memory at load"  # the diagnosis, not the assertion
@@ -97,10 +97,10 @@ def test_a_row_per_candidate_read_from_its_claims(campaign: Path) -> None:
 def test_the_report_opens_with_the_overview_chart_and_history(campaign: Path) -> None:
     view = build_run(campaign)
     assert view.overview is not None
-    assert view.overview.extra_columns == ("agreement",)
     fast, slow = view.overview.rows
-    assert fast.extra == ("exact_share 0.6",) and slow.extra == ("—",)
+    assert fast.agreement == "identical answers 60%" and slow.agreement == "—"
     assert (fast.tp1, fast.tp1_note) == ("1.500x", "uncorroborated, 2026-07-28")
+    assert fast.reference == "" and fast.reference_where == "no reference named"
     (decode,) = [c for c in view.overview.charts if "decode" in c.caption]
     names = [e.text for e in decode.svg.elements if e.tag == "text"]
     assert FAST in names and SLOW not in names  # only a candidate that measured it
@@ -130,8 +130,8 @@ def test_compare_prints_the_table_and_exports(
     assert main(["compare", str(campaign)]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split()[:4] == ["run_id", "candidate", "verdict", "gate"]
-    assert "agreement.exact_share" in lines[0]
-    body = [line.split()[:3] for line in lines[2:]]
+    assert "reference" in lines[0].split() and "decode_x_ref" in lines[0].split()
+    body = [line.split()[:3] for line in lines[2:5]]
     assert body == [[NEW, FAST, "PASS"], [OLD, FAST, "PASS"], [NEW, SLOW, "FAIL"]]
     assert main(["compare", str(campaign.parent / OLD), str(campaign), "--format", "json"]) == 0
     rows = json.loads(capsys.readouterr().out)
@@ -185,7 +185,7 @@ def test_the_overview_renders_in_a_headless_browser(campaign: Path, tmp_path: Pa
     top = dom.split(f'<section id="{FAST}">')[0]
     assert '<section id="overview">' in top and "decode rate by candidate" in top
     assert "TTFT by candidate" in top and "History across dated runs" in top
-    assert "CUDA out of memory at load" in top and "exact_share 0.6" in top
+    assert "CUDA out of memory at load" in top and "identical answers 60%" in top
     assert f'lane after <a href="#{FAST}">{FAST}</a>' in top
     failed = dom.split(f'<section id="{SLOW}">')[1]
     assert "Diagnosed (oom" in failed and "Why it failed" in failed

@@ -90,8 +90,16 @@ class Server:
             time.sleep(0.1)
         self.check_alive()
 
-    def api(self, artifact: str, gate: str | None = None, watch: Watch | None = None) -> Api:
-        return Api(self, artifact, self.candidate.time_budget(gate), watch)
+    def api(
+        self,
+        artifact: str,
+        gate: str | None = None,
+        watch: Watch | None = None,
+        budget: TimeBudget | None = None,
+    ) -> Api:
+        """Recorded calls; ``budget``: the run's own (the floor that applies in it), else the
+        candidate file's."""
+        return Api(self, artifact, budget or self.candidate.time_budget(gate), watch)
 
     def log_text(self) -> str:
         """The server's log as written so far (redacted at write time)."""
