@@ -34,9 +34,9 @@ forwarded — streams chunk by chunk — with exactly one fault injected:
                           a whole answer waits --delay-s per completion token (a slow serve);
                           with --stretch F instead, each streamed piece after the first is passed
                           on once its time since the first, as the engine sent it, is F times
-                          longer, and a whole answer waits (F - 1) x the engine's time: the
-                          engine's own decode rate divided by F whatever the machine's load
-                          (F = 2: half its rate), TTFT as the engine's
+                          longer: the engine's own streamed decode rate divided by F whatever the
+                          machine's load (F = 2: half its rate), TTFT as the engine's, whole
+                          (non-streamed) answers as the engine gave them
     replay_exit           print a real failure log (--replay FILE, e.g. an NCCL CUDA 999 from the
                           diagnosis corpus) as the engine's start-up output, then exit 1
     replay_hang           print it, then never serve (a start-up that hangs)
@@ -118,11 +118,8 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def rewrite(
-    method: str, path: str, request: dict, status: int, body: bytes, elapsed_s: float = 0.0
-) -> tuple[int, bytes]:
-    """The fault applied to one complete (non-streamed) upstream answer (``elapsed_s``: the
-    engine's time for it)."""
+def rewrite(method: str, path: str, request: dict, status: int, body: bytes) -> tuple[int, bytes]:
+    """The fault applied to one complete (non-streamed) upstream answer."""
     chat = method == "POST" and path.startswith("/v1/chat/completions")
     if fault == "wrong_model" and method == "GET" and path.startswith("/v1/models"):
         data = json.loads(body)
@@ -145,9 +142,7 @@ def rewrite(
     if fault == "twin_500" and request.get("tools") and first_repeat(request):
         return 500, json.dumps(TWIN_ERROR).encode()
     data = json.loads(body)
-    if fault == "slow_decode" and stretch > 0:
-        time.sleep((stretch - 1) * elapsed_s)
-    elif fault == "slow_decode":
+    if fault == "slow_decode" and not stretch > 0:
         time.sleep(delay_s * ((data.get("usage") or {}).get("completion_tokens") or 1))
     tools = bool(request.get("tools"))
     for choice in data.get("choices", []):
@@ -235,7 +230,6 @@ class Handler(BaseHTTPRequestHandler):
             rejected = self.rejected_for_length(request, headers)
             if rejected is not None:
                 return self.answer(200, sglang_stream_error(rejected), "text/event-stream")
-        sent = time.monotonic()
         try:
             upstream_request = self.client.build_request(
                 self.command, upstream + self.path, content=raw, headers=headers
@@ -246,14 +240,8 @@ class Handler(BaseHTTPRequestHandler):
         try:
             kind = response.headers.get("Content-Type", "application/json")
             if not kind.startswith("text/event-stream"):
-                content = response.read()
                 status, body = rewrite(
-                    self.command,
-                    self.path,
-                    request,
-                    response.status_code,
-                    content,
-                    time.monotonic() - sent,
+                    self.command, self.path, request, response.status_code, response.read()
                 )
                 return self.answer(status, body, kind)
             self.send_response(response.status_code)

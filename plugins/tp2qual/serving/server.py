@@ -52,6 +52,9 @@ class Server:
         self.http = httpx.Client(  # the one client every Api of this server uses
             base_url=self.base_url, trust_env=False, timeout=CONTROL_TIMEOUT_S
         )
+        # The decode floor that applies in this run (its value and words), which every request's
+        # time budget follows: set once the run's bases are read (hooks/server.py).
+        self.decode_floor: tuple[float | None, str] = (None, "")
 
     def check_alive(self) -> None:
         """Raise ServerDied (with the log tail) when the process/container is gone."""
@@ -90,16 +93,8 @@ class Server:
             time.sleep(0.1)
         self.check_alive()
 
-    def api(
-        self,
-        artifact: str,
-        gate: str | None = None,
-        watch: Watch | None = None,
-        budget: TimeBudget | None = None,
-    ) -> Api:
-        """Recorded calls; ``budget``: the run's own (the floor that applies in it), else the
-        candidate file's."""
-        return Api(self, artifact, budget or self.candidate.time_budget(gate), watch)
+    def api(self, artifact: str, gate: str | None = None, watch: Watch | None = None) -> Api:
+        return Api(self, artifact, self.candidate.time_budget(gate, *self.decode_floor), watch)
 
     def log_text(self) -> str:
         """The server's log as written so far (redacted at write time)."""
