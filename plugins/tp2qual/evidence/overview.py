@@ -131,16 +131,43 @@ def host_of(finding: Finding) -> str:
     )
 
 
-def floors_words(judged: Mapping[str, Any]) -> str:
-    """Each floor gate 08 judged with its basis (``throughput_floors.json``), in one line."""
+def _floor_rows(judged: Mapping[str, Any]) -> list[Floor]:
     listed = judged.get("floors")
     rows = [f for f in listed if isinstance(f, Mapping)] if isinstance(listed, list) else []
-    shown = []
+    floors = []
     for row in rows:
         try:
-            shown.append(Floor(**row).brief())
+            floors.append(Floor(**row))
         except (TypeError, ValueError):
-            shown.append(str(row.get("key")))
+            continue
+    return floors
+
+
+def floors_sentence(judged: Mapping[str, Any]) -> str:
+    """The floors met, compact: ``decode_tok_s_median ≥ 10.4 (0.6 x), ttft_s_median ≤ 9.3 (2 x)
+    of the reference tp1's figures (run …)`` — the reference and run said once when shared."""
+    floors = _floor_rows(judged)
+    measured = {(f.basis, f.of_candidate, f.of_run) for f in floors if f.of_run}
+    shared = next(iter(measured)) if len(measured) == 1 else None
+    parts = []
+    for f in floors:
+        head = f"{f.key} {f.direction} {f.value:.4g}"
+        parts.append(
+            f"{head} ({f.fraction:g} x)" if shared and f.of_run else f"{head} {f.basis_words()}"
+        )
+    if not parts:
+        return ""
+    tail = (
+        f" of the {shared[0].replace('_', ' ')} {shared[1]}'s figures (run {shared[2]})"
+        if shared
+        else ""
+    )
+    return ", ".join(parts) + tail
+
+
+def floors_words(judged: Mapping[str, Any]) -> str:
+    """Each floor gate 08 judged with its basis (``throughput_floors.json``), in one line."""
+    shown = [f.brief() for f in _floor_rows(judged)]
     if not shown and judged.get("not_derived"):
         return "not derived: " + "; ".join(map(str, judged["not_derived"]))
     return "; ".join(shown) or ("no floor set" if judged else "")
@@ -157,8 +184,9 @@ def rests_on(
         return f"{verdict} at {gate or 'no gate'}: {cause}."
     parts = ["every gate passed or did not apply"]
     parts.append(_agreement_part(finding, figures))
-    parts.append(f"throughput floors met: {floors}" if floors and floors != "no floor set"
-                 else "throughput judged against no floor")  # fmt: skip
+    parts.append(
+        f"throughput floors met: {floors}" if floors else "throughput judged against no floor"
+    )
     return "PASS: " + "; ".join(p for p in parts if p) + "."
 
 
@@ -231,7 +259,7 @@ def summary_of(
         tp1_date=str(baseline.get("date") or ""),
         roofline_share=_number(roof),
         agreement=figures,
-        rests_on=rests_on(finding, gate, cause, floors, figures),
+        rests_on=rests_on(finding, gate, cause, floors_sentence(judged or {}), figures),
         wall_s=seconds or None,
         host=host_of(finding),
         lane_after=finding.lane_after or "",
