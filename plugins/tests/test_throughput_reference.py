@@ -12,8 +12,10 @@ import os
 from pathlib import Path
 
 import pytest
-from test_verify import GATE_SETTINGS, NAME, edit_finding, rehash, write_run
+from test_verify import GATE_SETTINGS, NAME, edit_finding, fake_candidate, rehash, write_run
 
+from tp2qual.evidence.run import RunState
+from tp2qual.evidence.run_floors import not_derivable_before_start
 from tp2qual.evidence.throughput_reference import (
     THROUGHPUT_REFERENCE,
     as_record,
@@ -93,3 +95,16 @@ def test_verify_rederives_a_floor_of_the_reference_from_the_copy(
     if not ok:
         details = " ".join(p.detail for p in result.problems)
         assert "decode_tok_s_median = 60.5, floor ≥ 72 (0.6 x the reference tp1's 120" in details
+
+
+def test_before_start_a_reference_selected_to_run_first_counts_as_coming(tmp_path: Path) -> None:
+    root = tmp_path / "results"
+    cand = fake_candidate(root, "tp2")
+    rule = {"decode_tok_s_median": {"of": "reference", "fraction": 0.6, "why": "w"}}
+    cand.spec["reference"] = {"candidate": "tp1"}
+    cand.spec["gates"] = {**cand.spec["gates"], "throughput": {"derived_floors": rule}}
+    state = RunState(root, [cand], run_id=NEW)
+    record = state.record(cand)
+    assert not_derivable_before_start(state, record, {"tp1", "tp2"}) == []
+    (why,) = not_derivable_before_start(state, record, {"tp2"})
+    assert why.startswith("derived_floors.decode_tok_s_median (of reference): tp1 has no PASS")

@@ -66,3 +66,21 @@ def request_floor(state: RunState, record: CandidateRecord) -> Floor | None:
     """The decode floor the candidate's requests are budgeted by (budget.py), as gate 08 would
     judge it now; None when it has none."""
     return budget_floor(run_bases(state, record).floors(record.candidate.gate("throughput")))
+
+
+def not_derivable_before_start(
+    state: RunState, record: CandidateRecord, selected: set[str]
+) -> list[str]:
+    """The floors that cannot be derived in this run, known before the candidate starts: its
+    bases as they stand (earlier runs, this run so far), a measured basis counted as coming
+    when the candidate it names is ``selected`` to run before it. What a caller refuses the
+    candidate with, as a suite error rather than its FAIL."""
+    bases = run_bases(state, record)
+    names = basis_names(record.candidate.spec)
+    coming = {
+        role
+        for role, found in bases.measured.items()
+        if isinstance(found, str) and names.get(role) in selected
+    }
+    missing = bases.floors(record.candidate.gate("throughput")).not_derived
+    return [line for line in missing if not any(f"(of {role})" in line for role in coming)]
