@@ -5,13 +5,16 @@ after a discarded warm-up, at least five streamed samples, one request at a time
 prompt and output length, each yielding TTFT, TPOT, inter-chunk gaps, decode tokens/s and
 end-to-end time (definitions in ``tp2qual.sampling``); the statistics (mean, median, stdev,
 p90/p99, 95 % CI) derived from the samples; and every floor met in its direction (rates ≥,
-latencies ≤: ``tp2qual.perf.floors``), each floor written in the candidate or derived from this
-run's evidence, with its source; a candidate with no floor says so, never "floors met". Beside the
-samples: the engine's own timings over the same window (vLLM/SGLang ``/metrics`` histograms,
-llama.cpp's per-request perf log), ratios to the candidate's dated TP1 baseline (corroborated
-only by a local finding) and the decode rate as a fraction of the GPUs' roofline.
+latencies ≤: ``tp2qual.perf.floors``), each floor written in the candidate or derived from
+evidence — its TP1 reference's or its lane baseline's measured figure (this run's PASS, else the
+newest earlier dated one), the dated TP1 figure, the roofline, or the rule's fallback — with its
+source and the basis it rests on; a candidate with no floor says so, never "floors met". Beside
+the samples: the engine's own timings over the same window (vLLM/SGLang ``/metrics``
+histograms, llama.cpp's per-request perf log), ratios to the candidate's dated TP1 baseline
+(corroborated only by a local finding) and the decode rate as a fraction of the GPUs' roofline.
 Artifacts: ``throughput_samples.jsonl`` (one line per request), ``throughput_summary.json``,
 ``server_timings.json``, ``throughput_comparison.json``, ``roofline.json``,
+``throughput_reference.json`` (the measured figures a floor was derived from, copied),
 ``throughput_floors.json``.
 """
 
@@ -21,10 +24,12 @@ import pytest
 
 from tp2qual.checks.stats import summarize
 from tp2qual.evidence.claims import read_records
+from tp2qual.evidence.run_floors import RunBases, run_bases
+from tp2qual.evidence.throughput_reference import THROUGHPUT_REFERENCE, as_record
 from tp2qual.exceptions import CandidateError
-from tp2qual.gates import Api, Candidate, CandidateRecord, Claimer, read_finding
-from tp2qual.perf.comparison import compare_baseline, roofline_for
-from tp2qual.perf.floors import FLOORS_FILE, judged_floors, misses
+from tp2qual.gates import Api, Candidate, CandidateRecord, Claimer
+from tp2qual.hooks.candidates import run_key
+from tp2qual.perf.floors import FLOORS_FILE, FloorNotDerived, derive_floors, misses
 from tp2qual.perf.server_timings import ServerWindow
 from tp2qual.perf.throughput import measure, request_body
 
@@ -35,7 +40,11 @@ FIGURES = ("ttft_s", "tpot_s", "decode_tok_s", "e2e_s")
 
 
 def test_single_stream_samples(
-    api: Api, candidate: Candidate, record: CandidateRecord, claim: Claimer
+    api: Api,
+    candidate: Candidate,
+    record: CandidateRecord,
+    claim: Claimer,
+    request: pytest.FixtureRequest,
 ) -> None:
     settings = candidate.gate("throughput")
     runs = [("warmup", i) for i in range(settings["warmup"])]
@@ -62,35 +71,29 @@ def test_single_stream_samples(
         for stat in ("median", "mean"):
             claim(f"{name}_{stat}", SAMPLES, op=stat, field=name, where={"phase": "sample"})
     claim("samples", SAMPLES, op="count", where={"phase": "sample"})
-    comparison, roof = _compare(candidate, record, summary, claim)
-    judged = judged_floors(settings, comparison, roof)
+    bases = _compare(run_bases(request.config.stash[run_key], record, summary), record, claim)
+    try:
+        judged = derive_floors(settings, bases.comparison, bases.roofline, bases.measured)
+    except FloorNotDerived as exc:
+        record.evidence.write_json(FLOORS_FILE, {"count": 0, "not_derived": list(exc.problems)})
+        raise CandidateError(str(exc), candidate=candidate.name) from None
     record.evidence.write_json(FLOORS_FILE, judged.as_dict())
     claim("floors_judged", FLOORS_FILE, op="field", path="count")  # 0: none set, said so
-    if judged.not_derived:
-        raise CandidateError("; ".join(judged.not_derived), candidate=candidate.name)
+    claim("floor_bases", FLOORS_FILE, op="field", path="bases")  # which basis each rests on
     missed = misses(judged.floors, _samples(record))
     assert not missed, "; ".join(missed)
 
 
-def _compare(
-    candidate: Candidate, record: CandidateRecord, summary: dict, claim: Claimer
-) -> tuple[dict, dict]:
-    """TP1 baseline ratios and the roofline fraction, recorded beside the samples."""
-    baseline = candidate.spec.get("baseline")
-    recorded = read_finding(baseline.get("finding"), record.evidence.root) if baseline else None
-    comparison = compare_baseline(summary, baseline, recorded)
-    record.evidence.write_json("throughput_comparison.json", comparison)
-    roof = roofline_for(
-        candidate.model,
-        candidate.gpus,
-        record.identity.get("topology"),
-        candidate.tp,
-        summary["decode_tok_s"]["median"],
-    )
-    record.evidence.write_json("roofline.json", roof)
-    if roof["computed"]:
+def _compare(bases: RunBases, record: CandidateRecord, claim: Claimer) -> RunBases:
+    """TP1 baseline ratios, the roofline fraction and the measured bases (copied), recorded
+    beside the samples."""
+    record.evidence.write_json("throughput_comparison.json", bases.comparison)
+    record.evidence.write_json("roofline.json", bases.roofline)
+    if bases.roofline["computed"]:
         claim("decode_fraction_of_roofline", "roofline.json", op="field", path="fraction")
-    return comparison, roof
+    if bases.measured:
+        record.evidence.write_json(THROUGHPUT_REFERENCE, as_record(bases.measured))
+    return bases
 
 
 def _samples(record: CandidateRecord) -> list[dict]:

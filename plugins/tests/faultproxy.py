@@ -31,7 +31,12 @@ forwarded — streams chunk by chunk — with exactly one fault injected:
                           top logprob) lower by 1.0: a numerics drift that starts mid-answer and
                           keeps every argmax (vllm #52938's shape; only logprobs show it)
     slow_decode           correct answers, slowly: each streamed piece waits --delay-s first, and
-                          a whole answer waits --delay-s per completion token (a slow serve)
+                          a whole answer waits --delay-s per completion token (a slow serve);
+                          with --stretch F instead, each streamed piece after the first is passed
+                          on once its time since the first, as the engine sent it, is F times
+                          longer: the engine's own streamed decode rate divided by F whatever the
+                          machine's load (F = 2: half its rate), TTFT as the engine's, whole
+                          (non-streamed) answers as the engine gave them
     replay_exit           print a real failure log (--replay FILE, e.g. an NCCL CUDA 999 from the
                           diagnosis corpus) as the engine's start-up output, then exit 1
     replay_hang           print it, then never serve (a start-up that hangs)
@@ -44,6 +49,7 @@ import atexit
 import itertools
 import json
 import os
+import queue
 import re
 import signal
 import socket
@@ -51,6 +57,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
@@ -82,6 +89,7 @@ TWIN_ERROR = {"error": {"message": "injected: twin request failed", "type": "ser
 
 fault = "none"
 delay_s = 0.05
+stretch = 0.0  # slow_decode: > 0 stretches the engine's own timing instead of a fixed delay
 upstream = ""
 child: subprocess.Popen[bytes] | None = None
 counter = itertools.count(1)
@@ -134,7 +142,7 @@ def rewrite(method: str, path: str, request: dict, status: int, body: bytes) -> 
     if fault == "twin_500" and request.get("tools") and first_repeat(request):
         return 500, json.dumps(TWIN_ERROR).encode()
     data = json.loads(body)
-    if fault == "slow_decode":
+    if fault == "slow_decode" and not stretch > 0:
         time.sleep(delay_s * ((data.get("usage") or {}).get("completion_tokens") or 1))
     tools = bool(request.get("tools"))
     for choice in data.get("choices", []):
@@ -239,8 +247,12 @@ class Handler(BaseHTTPRequestHandler):
             self.send_response(response.status_code)
             self.send_header("Content-Type", kind)
             self.end_headers()
-            for piece in response.iter_raw():
-                if fault == "slow_decode":
+            for piece in (
+                stretched(response)
+                if fault == "slow_decode" and stretch > 0
+                else response.iter_raw()
+            ):
+                if fault == "slow_decode" and not stretch > 0:
                     time.sleep(delay_s)
                 self.wfile.write(piece)
                 self.wfile.flush()
@@ -268,6 +280,29 @@ class Handler(BaseHTTPRequestHandler):
 
     def log_message(self, fmt: str, *args: object) -> None:
         say("access " + fmt % args)
+
+
+def stretched(response: httpx.Response) -> Iterator[bytes]:
+    """The stream's pieces, each once its time since the first, as the engine sent it, is
+    ``stretch`` times longer (a reader thread keeps the engine's own arrival times)."""
+    arrived: queue.Queue[tuple[float, bytes] | None] = queue.Queue()
+
+    def read() -> None:
+        try:
+            for piece in response.iter_raw():
+                arrived.put((time.monotonic(), piece))
+        finally:
+            arrived.put(None)
+
+    threading.Thread(target=read, daemon=True).start()
+    first: tuple[float, float] | None = None  # (engine's time, ours) of the first piece
+    while (item := arrived.get()) is not None:
+        at, piece = item
+        if first is None:
+            first = (at, time.monotonic())
+        else:
+            time.sleep(max(0.0, first[1] + (at - first[0]) * stretch - time.monotonic()))
+        yield piece
 
 
 def watch_child() -> None:
@@ -307,15 +342,18 @@ def replay(path: str, *, hang: bool) -> None:
 
 
 def main() -> None:
-    global fault, delay_s, upstream, child
+    global fault, delay_s, stretch, upstream, child
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fault", choices=FAULTS, required=True)
     parser.add_argument("--listen-port", type=int, required=True)
     parser.add_argument("--delay-s", type=float, default=delay_s, help="slow_decode's delay")
+    parser.add_argument(
+        "--stretch", type=float, default=0.0, help="slow_decode: the engine's timing times this"
+    )
     parser.add_argument("--replay", default="", help="the log replay_* print at start-up")
     parser.add_argument("engine", nargs=argparse.REMAINDER, help="-- engine argv")
     args = parser.parse_args()
-    fault, delay_s = args.fault, args.delay_s
+    fault, delay_s, stretch = args.fault, args.delay_s, args.stretch
     argv = args.engine[1:] if args.engine[:1] == ["--"] else args.engine
     say(f"fault {fault}, listening on 127.0.0.1:{args.listen_port}")
     if fault.startswith("replay_"):

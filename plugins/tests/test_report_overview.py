@@ -84,7 +84,7 @@ def test_a_row_per_candidate_read_from_its_claims(campaign: Path) -> None:
     assert (fast.candidate, fast.verdict, fast.gate, fast.decode_tok_s) == (FAST, "PASS", "", 60.5)
     assert fast.decode_ci[0] is not None and fast.decode_ci[0] < 60.5 < fast.decode_ci[1]
     assert (fast.tp1_ratio, fast.tp1_corroborated, fast.tp1_date) == (1.5, False, "2026-07-28")
-    assert fast.extra == {"agreement.exact_share": 0.6}
+    assert fast.agreement == {"exact_share": 0.6}  # the named figures, never every claim
     assert fast.wall_s == pytest.approx(3.0)  # six passed gates of 0.5 s each
     assert (slow.verdict, slow.gate) == ("FAIL", "deterministic")
     assert slow.cause == "CUDA out of memory at load"  # the diagnosis, not the assertion
@@ -97,10 +97,10 @@ def test_a_row_per_candidate_read_from_its_claims(campaign: Path) -> None:
 def test_the_report_opens_with_the_overview_chart_and_history(campaign: Path) -> None:
     view = build_run(campaign)
     assert view.overview is not None
-    assert view.overview.extra_columns == ("agreement",)
     fast, slow = view.overview.rows
-    assert fast.extra == ("exact_share 0.6",) and slow.extra == ("—",)
+    assert fast.agreement == "identical answers 60%" and slow.agreement == "—"
     assert (fast.tp1, fast.tp1_note) == ("1.500x", "uncorroborated, 2026-07-28")
+    assert fast.reference == "" and fast.reference_where == "no reference named"
     (decode,) = [c for c in view.overview.charts if "decode" in c.caption]
     names = [e.text for e in decode.svg.elements if e.tag == "text"]
     assert FAST in names and SLOW not in names  # only a candidate that measured it
@@ -130,8 +130,8 @@ def test_compare_prints_the_table_and_exports(
     assert main(["compare", str(campaign)]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split()[:4] == ["run_id", "candidate", "verdict", "gate"]
-    assert "agreement.exact_share" in lines[0]
-    body = [line.split()[:3] for line in lines[2:]]
+    assert "reference" in lines[0].split() and "decode_x_ref" in lines[0].split()
+    body = [line.split()[:3] for line in lines[2:5]]
     assert body == [[NEW, FAST, "PASS"], [OLD, FAST, "PASS"], [NEW, SLOW, "FAIL"]]
     assert main(["compare", str(campaign.parent / OLD), str(campaign), "--format", "json"]) == 0
     rows = json.loads(capsys.readouterr().out)
@@ -185,7 +185,7 @@ def test_the_overview_renders_in_a_headless_browser(campaign: Path, tmp_path: Pa
     top = dom.split(f'<section id="{FAST}">')[0]
     assert '<section id="overview">' in top and "decode rate by candidate" in top
     assert "TTFT by candidate" in top and "History across dated runs" in top
-    assert "CUDA out of memory at load" in top and "exact_share 0.6" in top
+    assert "CUDA out of memory at load" in top and "identical answers 60%" in top
     assert f'lane after <a href="#{FAST}">{FAST}</a>' in top
     failed = dom.split(f'<section id="{SLOW}">')[1]
     assert "Diagnosed (oom" in failed and "Why it failed" in failed
@@ -201,3 +201,118 @@ def test_odd_shaped_files_read_as_not_recorded(campaign: Path) -> None:
     assert (fast.tp1_ratio, fast.tp1_corroborated, fast.decode_ci) == (None, None, (None, None))
     assert fast.decode_tok_s == 60.5 and fast.host == ""
     assert "fast-one" in render(build_run(campaign))
+
+
+# ---------------------------------------------------------------- a TP2 serve against its TP1
+
+TP1, TP2 = "pair-tp1", "pair-tp2"
+LEAD_CLAIMS = {  # gate 07's figures as the rebuilt gate names them, and one the overview leaves out
+    "exact_share": 0.6, "max_abs_delta_logprob": 0.17, "tf_mean_abs_delta": 0.012,
+    "tf_p99_abs_delta": 0.15, "tf_top1_agreement": 0.98, "tf_mean_kl": 0.0009,
+    "self_p99_abs_delta": 0.004, "agrees_with_reference": True, "reference_candidate": TP1,
+    "reference_run": NEW, "reference_source": "this run", "accuracy": 0.3,
+    "accuracy_wilson_low": 0.17, "accuracy_wilson_high": 0.48, "accuracy_items": 30,
+    "reference_accuracy": 0.33,
+    "accuracy_judgement": "not judged: no power (n 30, reference accuracy 0.33, D 0.25)",
+    "prompt_set_sha256": "ab" * 32,
+}  # fmt: skip
+
+
+def _names_tp1(finding: dict) -> None:
+    finding["candidate_spec"]["reference"] = {"candidate": TP1}
+    claims = [
+        {"name": k, "value": v, "artifact": "agreement.jsonl"} for k, v in LEAD_CLAIMS.items()
+    ]
+    finding["gates"]["agreement"] = {"outcome": "passed", "claims": claims}
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> Path:
+    """A TP1 serve at ~60 tok/s and a TP2 serve naming it as its reference at ~30, one run."""
+    root = tmp_path / "results"
+    write_run(root, run_id=NEW, name=TP1, ttft=(0.2, 0.21, 0.19, 0.2, 0.2))
+    run = write_run(root, run_id=NEW, name=TP2, ttft=(0.3, 0.31, 0.29, 0.3, 0.3),
+                    rate=(30.0, 30.5, 29.5, 30.2, 30.1))  # fmt: skip
+    _edit(run / TP2, _names_tp1)
+    write_manifest(run, run_id=run.name, final=True)
+    return run
+
+
+def test_a_tp2_row_gives_its_ratios_to_its_tp1_reference_with_intervals(pair: Path) -> None:
+    rows = {r.candidate: r for r in summarize_run(pair)}
+    tp2 = rows[TP2]
+    assert (tp2.reference, tp2.reference_where) == (TP1, f"this run, {NEW}")
+    assert tp2.decode_ratio == pytest.approx(30.06 / 60.56, rel=1e-3)
+    low, high = tp2.decode_ratio_ci
+    assert low is not None and high is not None and low < tp2.decode_ratio < high < 0.52
+    assert tp2.ttft_ratio == pytest.approx(1.5) and tp2.itl_ratio == pytest.approx(2.0, rel=0.02)
+    assert rows[TP1].reference == "" and rows[TP1].decode_ratio is None
+
+
+def test_agreement_and_accuracy_are_a_few_named_figures_never_a_dump(pair: Path) -> None:
+    tp2 = {r.candidate: r for r in summarize_run(pair)}[TP2]
+    assert "prompt_set_sha256" not in tp2.agreement  # claimed, but not one of the named figures
+    row = {r.candidate: r for r in build_run(pair).overview.rows}[TP2]  # type: ignore[union-attr]
+    assert row.agreement == (
+        "agrees yes · identical answers 60% · max |Δ logprob| 0.17 · teacher-forced mean |Δ| "
+        "0.012 · p99 |Δ| 0.15 · top-1 agreement 98% · mean KL 0.0009 · p99 |Δ| 0.004"
+    )
+    assert row.accuracy == (
+        "accuracy 30% [17%, 48%] · items 30 · reference 33% · not judged: no power (n 30, "
+        "reference accuracy 0.33, D 0.25)"
+    )
+    assert tp2.rests_on == (
+        f"PASS: every gate passed or did not apply; agrees with {TP1} (this run), accuracy: not "
+        "judged: no power (n 30, reference accuracy 0.33, D 0.25); throughput judged against no "
+        "floor."
+    )
+
+
+def test_an_accuracy_without_a_recorded_judgement_is_never_called_held(pair: Path) -> None:
+    _edit(pair / TP2, lambda f: f["gates"]["agreement"].update(claims=[
+        {"name": "accuracy", "value": 0.0, "artifact": "a"},
+        {"name": "accuracy_holds", "value": True, "artifact": "a"},
+    ]))  # fmt: skip
+    row = {r.candidate: r for r in build_run(pair).overview.rows}[TP2]  # type: ignore[union-attr]
+    assert row.accuracy == "accuracy 0% · no judgement recorded" and "holds" not in row.accuracy
+
+
+def test_compare_csv_and_json_carry_the_same_ratios(
+    pair: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tp2 = {r.candidate: r for r in summarize_run(pair)}[TP2]
+    words = f"{tp2.decode_ratio:.3f}x [{tp2.decode_ratio_ci[0]:.3g}, {tp2.decode_ratio_ci[1]:.3g}]"
+    assert main(["compare", str(pair)]) == 0
+    table = capsys.readouterr().out
+    assert words in table and f"{TP2} ({NEW}): PASS: every gate passed" in table
+    assert "x_ref: ratio of the means of the two sets of samples" in table
+    assert main(["compare", str(pair), "--format", "csv"]) == 0
+    (csv_row,) = [
+        r for r in csv.DictReader(io.StringIO(capsys.readouterr().out)) if r["candidate"] == TP2
+    ]
+    assert float(csv_row["decode_ratio"]) == pytest.approx(tp2.decode_ratio)
+    assert float(csv_row["decode_ratio_low"]) == pytest.approx(tp2.decode_ratio_ci[0])
+    assert csv_row["tf_p99_abs_delta"] == "0.15" and csv_row["reference"] == TP1
+    assert main(["compare", str(pair), "--format", "json"]) == 0
+    (json_row,) = [r for r in json.loads(capsys.readouterr().out) if r["candidate"] == TP2]
+    assert json_row["decode_ratio"] == pytest.approx(tp2.decode_ratio)
+    assert json_row["decode_ratio_ci"] == pytest.approx(list(tp2.decode_ratio_ci))
+    assert json_row["agreement"]["tf_p99_abs_delta"] == 0.15
+    assert json_row["ratio_method"].startswith("ratio of the means")
+
+
+def test_a_reference_that_ran_only_earlier_is_named_with_its_run(pair: Path) -> None:
+    later = write_run(pair.parent, run_id="20260201T000000Z-cccc", name=TP2,
+                      rate=(30.0, 30.5, 29.5, 30.2, 30.1))  # fmt: skip
+    _edit(later / TP2, _names_tp1)
+    tp2 = summarize_run(later)[0]
+    assert tp2.reference_where == f"run {NEW}" and tp2.decode_ratio == pytest.approx(
+        0.4964, rel=1e-3
+    )
+
+
+def test_the_pair_renders_its_ratios_and_sentence(pair: Path) -> None:
+    html = render(build_run(pair))
+    top = html.split(f'<section id="{TP1}">')[0]
+    assert f'vs <a href="#{TP1}">{TP1}</a>, this run, {NEW}' in top
+    assert "0.496x [" in top and "<strong>rests on:</strong> PASS: every gate passed" in top

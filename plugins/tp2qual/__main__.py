@@ -7,9 +7,10 @@ verify    re-hashes every artifact against the manifest and re-derives every cla
           that stands on its reason alone, a NOTE), then a summary line. ``--rehash`` also
           hashes the model's bytes again.
 report    (re)builds ``report.html`` in the run folder from what is on disk.
-compare   the report's overview in the terminal: one row per candidate per run given; with one
-          run, each of its candidates across the earlier dated runs beside it too. Exit 2 when
-          a RUN is not a run folder.
+compare   the report's overview in the terminal: one row per candidate per run given (its
+          ratios to its reference with CIs, the floors and their bases, agreement and accuracy
+          figures, what its verdict rests on); with one run, each of its candidates across the
+          earlier dated runs beside it too. Exit 2 when a RUN is not a run folder.
 diagnose  names the cause of a failed NCCL probe / server start-up from pasted logs, with a
           remedy that fits the settings given; exit 0 when no log shows a failure, 1 when one
           does, 2 for bad usage or an unreadable file.
@@ -24,7 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tp2qual.checks.diagnosis import Diagnosis, diagnose
-from tp2qual.evidence import overview
+from tp2qual.evidence import overview, overview_table
 from tp2qual.evidence.report import write_report
 from tp2qual.evidence.verify import resolve_run, verify_run
 
@@ -135,9 +136,11 @@ def _compare(runs: Sequence[Path], shape: str) -> int:
         print(f"tp2qual compare: no finding in {', '.join(map(str, runs))}", file=sys.stderr)
         return 2
     if shape == "table":
-        print("\n".join(overview.table(rows)))
+        print("\n".join(overview_table.table(rows)))
     else:
-        print(overview.to_csv(rows) if shape == "csv" else overview.to_json(rows), end="")
+        print(
+            overview_table.to_csv(rows) if shape == "csv" else overview_table.to_json(rows), end=""
+        )
     return 0
 
 

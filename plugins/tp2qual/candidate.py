@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from tp2qual.budget import DEFAULT_FLOOR_TOK_S, DEFAULT_PREFILL_S, TimeBudget
+from tp2qual.budget import DEFAULT_FLOOR_TOK_S, DEFAULT_PREFILL_S, NO_FLOOR, TimeBudget
 from tp2qual.candidate_file import ADMISSION_FLAG as ADMISSION_FLAG  # tests import it here
 from tp2qual.candidate_file import (
     TP2_ENV_DEFAULTS,
@@ -153,17 +153,26 @@ class Candidate:
         named = self.spec.get("reference", {}).get("candidate")
         return named or self.spec.get("lane", {}).get("after")
 
-    def time_budget(self, gate: str | None = None) -> TimeBudget:
-        """The per-request time budget: the decode floor (``serve.min_decode_tok_s``, else the
-        throughput gate's median floor) and the prefill allowance; a gate may fix its own."""
+    def time_budget(
+        self, gate: str | None = None, floor_tok_s: float | None = None, floor_source: str = ""
+    ) -> TimeBudget:
+        """The per-request time budget: the decode floor that applies (``serve.min_decode_tok_s``
+        if set, else ``floor_tok_s``, the one gate 08 judges in this run, else the written
+        median floor) and the prefill allowance; a gate may fix its own."""
         serve = self.spec["serve"]
-        floors = self.gate("throughput").get("floors", {})
-        floor = serve.get("min_decode_tok_s") or floors.get("decode_tok_s_median")
+        written = self.gate("throughput").get("floors", {}).get("decode_tok_s_median")
+        chosen = [
+            (serve.get("min_decode_tok_s"), "serve.min_decode_tok_s"),
+            (floor_tok_s, floor_source or "gate 08's decode floor"),
+            (written, "gates.throughput.floors.decode_tok_s_median"),
+        ]
+        floor, source = next(((f, s) for f, s in chosen if f), (DEFAULT_FLOOR_TOK_S, NO_FLOOR))
         fixed = self.gate(gate).get("request_timeout_s") if gate else None
         return TimeBudget(
-            floor_tok_s=float(floor or DEFAULT_FLOOR_TOK_S),
+            floor_tok_s=float(floor),
             prefill_s=float(serve.get("prefill_budget_s", DEFAULT_PREFILL_S)),
             fixed_s=float(fixed) if fixed else None,
+            floor_source=source,
         )
 
     @property

@@ -32,7 +32,8 @@ from tp2qual.lane_changes import plan_lines
 from tp2qual.perf.comparison import compare_baseline, roofline_for
 from tp2qual.perf.estimate import Estimate, Rate, dated_rate, estimate
 from tp2qual.perf.fit import one_gpu_fit, weights
-from tp2qual.perf.floors import judged_floors
+from tp2qual.perf.floor_basis import unmeasured
+from tp2qual.perf.floors import FloorSet, budget_floor, floor_plan_lines, judged_floors
 from tp2qual.serving.engine_check import plan_lines as engine_check_lines
 from tp2qual.serving.launchers.docker.image_ref import image_reference, is_by_digest
 from tp2qual.serving.launchers.docker.pins import resolve_pin
@@ -109,20 +110,32 @@ def one_request_lines(candidate: Candidate) -> list[str]:
 
 
 def floor_lines(candidate: Candidate) -> list[str]:
-    """Written floors as they stand, derived ones as the candidate file alone gives them; at run
-    time NVML's bandwidth and a local baseline finding take their place when read."""
+    """Each derived floor's rule and fallback, then the floors as the candidate file alone gives
+    them; at run time a measured basis (the reference's, a lane baseline's figure), NVML's
+    bandwidth and a local baseline finding take their place when read."""
     settings = candidate.gate("throughput")
     comparison = compare_baseline({}, candidate.spec.get("baseline"))
     roof = roofline_for(candidate.model, candidate.gpus, None, candidate.tp, None)
-    judged = judged_floors(settings, comparison, roof)
-    lines = judged.lines() + [f"not derivable: {why}" for why in judged.not_derived]
+    judged = judged_floors(settings, comparison, roof, unmeasured(candidate.spec, settings))
+    lines = floor_plan_lines(settings, candidate.spec, judged)
+    lines += [f"not derivable before the run: {why}" for why in judged.not_derived]
     if settings.get("derived_floors"):
-        lines.append("derived again at run time, from NVML's bandwidth where it reads one")
+        lines.append(
+            "derived again at run time: a measured basis from this run's PASS (else the newest "
+            "earlier dated one), the roofline from NVML's bandwidth where it reads one"
+        )
     refused = [r for r in comparison.get("rows", []) if r.get("refused")]
     lines += [f"TP1 {r['figure']} {r['baseline']:g} not compared: {r['refused']}" for r in refused]
+    budget = candidate.time_budget(None, *_budget_floor(judged))
+    lines.append(f"request budget: {budget.explain(2048)}")
     if candidate.not_applicable("throughput"):
         lines.insert(0, f"gate 08 not applicable: {candidate.not_applicable('throughput')}")
     return lines
+
+
+def _budget_floor(judged: FloorSet) -> tuple[float | None, str]:
+    floor = budget_floor(judged)
+    return (floor.value, floor.brief()) if floor else (None, "")
 
 
 def reference_lines(candidate: Candidate, others: Mapping[str, Candidate]) -> list[str]:

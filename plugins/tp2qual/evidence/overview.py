@@ -2,20 +2,20 @@
 
 Every figure comes from the candidate's finding (its claims) and the artifacts beside it:
 decode rate and TTFT medians are the throughput gate's claims, their 95 % CIs come from
-``throughput_summary.json``, the TP1 ratio and its corroboration from
-``throughput_comparison.json``, the roofline share from its claim. Claims named ``agreement*`` or
-``accuracy*`` (or any claim of a gate so named) become extra columns when a gate recorded them.
+``throughput_summary.json``; the ratios to its reference (decode, TTFT, ITL, each with a CI from
+the two sets of samples) from evidence/overview_reference.py; the floors and the basis each rests
+on from ``throughput_floors.json``; the dated ``[baseline]`` ratio and its corroboration from
+``throughput_comparison.json``; the roofline share from its claim; agreement and accuracy as the
+few figures evidence/overview_figures.py names; and one sentence saying what the verdict rests on.
 
 ``summarize`` reads one candidate folder; ``history`` reads a candidate across the dated runs
-beside a run; ``table``, ``to_csv`` and ``to_json`` print rows for ``python -m tp2qual compare``.
+beside a run; evidence/overview_table.py prints rows for ``python -m tp2qual compare``.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -31,9 +31,13 @@ from tp2qual.evidence.finding import (
     read_finding,
 )
 from tp2qual.evidence.layout import FINDING
+from tp2qual.evidence.overview_figures import named
+from tp2qual.evidence.overview_reference import ReferenceRatios, reference_ratios
+from tp2qual.perf.floors import FLOORS_FILE, Floor
 
-EXTRA_PREFIXES = ("agreement", "accuracy")  # gates written beside this suite's own
 SUMMARY, COMPARISON = "throughput_summary.json", "throughput_comparison.json"
+Interval = tuple[float | None, float | None]
+NONE: Interval = (None, None)
 
 
 @dataclass(frozen=True)
@@ -46,14 +50,24 @@ class Summary:
     gate: str = ""  # the gate that decided a verdict other than PASS
     cause: str = ""  # why, in one line
     decode_tok_s: float | None = None  # median, claimed
-    decode_ci: tuple[float | None, float | None] = (None, None)
+    decode_ci: Interval = NONE
     ttft_s: float | None = None
-    ttft_ci: tuple[float | None, float | None] = (None, None)
-    tp1_ratio: float | None = None  # decode median / the TP1 baseline's
+    ttft_ci: Interval = NONE
+    reference: str = ""  # [reference] candidate (a lane: its baseline)
+    reference_where: str = ""  # the run its samples come from, or why there are no ratios
+    decode_ratio: float | None = None  # ratio of means to the reference's samples
+    decode_ratio_ci: Interval = NONE
+    ttft_ratio: float | None = None
+    ttft_ratio_ci: Interval = NONE
+    itl_ratio: float | None = None  # each request's median chunk gap (itl_p50_s)
+    itl_ratio_ci: Interval = NONE
+    floors: str = ""  # each floor judged, with the basis it rests on
+    tp1_ratio: float | None = None  # decode median / the dated [baseline]'s
     tp1_corroborated: bool | None = None  # None: no baseline recorded
     tp1_date: str = ""
     roofline_share: float | None = None
-    extra: dict[str, Any] = field(default_factory=dict)  # agreement_* / accuracy_* claims
+    agreement: dict[str, Any] = field(default_factory=dict)  # overview_figures.named()
+    rests_on: str = ""  # one sentence: what the verdict rests on
     wall_s: float | None = None  # the candidate's gate time, server start-up included
     host: str = ""
     lane_after: str = ""  # an optional lane: the baseline candidate it runs after
@@ -91,19 +105,13 @@ def decided_by(finding: Finding) -> tuple[str, str]:
     return gate, line if len(line) <= 200 else line[:199] + "…"
 
 
-def extra_claims(finding: Finding) -> dict[str, Any]:
-    """Claims of the gates written beside the suite's (agreement, accuracy), keyed
-    ``group.claim``: the group is the gate so named, else the prefix the claim's name has."""
-    found = {}
-    for gate, claim in finding.claims():
-        group = gate if gate.startswith(EXTRA_PREFIXES) else claim.name.split("_")[0]
-        shown = not isinstance(claim.value, dict | list) and len(str(claim.value)) <= 60
-        if group.startswith(EXTRA_PREFIXES) and shown:
-            found[f"{group}.{claim.name}"] = claim.value
-    return found
+def gate_claims(finding: Finding, gate: str) -> dict[str, Any]:
+    """A gate's claims by name, whatever their value (the named figures pick what they show)."""
+    result = finding.gates.get(gate)
+    return {c.name: c.value for c in result.claims} if result is not None else {}
 
 
-def _ci(stats: Any) -> tuple[float | None, float | None]:
+def _ci(stats: Any) -> Interval:
     stats = stats if isinstance(stats, Mapping) else {}
     return _number(stats.get("ci95_low")), _number(stats.get("ci95_high"))
 
@@ -123,10 +131,90 @@ def host_of(finding: Finding) -> str:
     )
 
 
+def _floor_rows(judged: Mapping[str, Any]) -> list[Floor]:
+    listed = judged.get("floors")
+    rows = [f for f in listed if isinstance(f, Mapping)] if isinstance(listed, list) else []
+    floors = []
+    for row in rows:
+        try:
+            floors.append(Floor(**row))
+        except (TypeError, ValueError):
+            continue
+    return floors
+
+
+def floors_sentence(judged: Mapping[str, Any]) -> str:
+    """The floors met, compact: ``decode_tok_s_median ≥ 10.4 (0.6 x), ttft_s_median ≤ 9.3 (2 x)
+    of the reference tp1's figures (run …)`` — the reference and run said once when shared."""
+    floors = _floor_rows(judged)
+    measured = {(f.basis, f.of_candidate, f.of_run) for f in floors if f.of_run}
+    shared = next(iter(measured)) if len(measured) == 1 else None
+    parts = []
+    for f in floors:
+        head = f"{f.key} {f.direction} {f.value:.4g}"
+        parts.append(
+            f"{head} ({f.fraction:g} x)" if shared and f.of_run else f"{head} {f.basis_words()}"
+        )
+    if not parts:
+        return ""
+    tail = (
+        f" of the {shared[0].replace('_', ' ')} {shared[1]}'s figures (run {shared[2]})"
+        if shared
+        else ""
+    )
+    return ", ".join(parts) + tail
+
+
+def floors_words(judged: Mapping[str, Any]) -> str:
+    """Each floor gate 08 judged with its basis (``throughput_floors.json``), in one line."""
+    shown = [f.brief() for f in _floor_rows(judged)]
+    if not shown and judged.get("not_derived"):
+        return "not derived: " + "; ".join(map(str, judged["not_derived"]))
+    return "; ".join(shown) or ("no floor set" if judged else "")
+
+
+def rests_on(
+    finding: Finding, gate: str, cause: str, floors: str, figures: Mapping[str, Any]
+) -> str:
+    """One sentence: what the verdict rests on."""
+    verdict = finding.verdict or "INCOMPLETE"
+    if verdict == Verdict.ERROR:
+        return f"ERROR: the suite broke at {gate} ({cause}); not a finding about the candidate."
+    if verdict != Verdict.PASS:
+        return f"{verdict} at {gate or 'no gate'}: {cause}."
+    parts = ["every gate passed or did not apply"]
+    parts.append(_agreement_part(finding, figures))
+    parts.append(
+        f"throughput floors met: {floors}" if floors else "throughput judged against no floor"
+    )
+    return "PASS: " + "; ".join(p for p in parts if p) + "."
+
+
+def _agreement_part(finding: Finding, figures: Mapping[str, Any]) -> str:
+    result = finding.gates.get("agreement")
+    if result is None or result.outcome == NOT_APPLICABLE:
+        why = result.reason if result is not None else "not recorded"
+        return f"agreement not judged ({why or 'not applicable'})"
+    who = figures.get("reference_candidate") or "its reference"
+    source = figures.get("reference_source") or figures.get("reference_run")
+    run = "this run" if source == "this run" else f"run {figures.get('reference_run')}"
+    where = f" ({run})" if source else ""
+    said = f"agrees with {who}{where}"
+    if judged := figures.get("accuracy_judgement"):
+        said += f", accuracy: {' '.join(str(judged).split())}"
+    return said
+
+
 def summary_of(
-    finding: Finding, run_id: str, stats: Mapping[str, Any], comparison: Mapping[str, Any]
+    finding: Finding,
+    run_id: str,
+    stats: Mapping[str, Any],
+    comparison: Mapping[str, Any],
+    against: ReferenceRatios | None = None,
+    judged: Mapping[str, Any] | None = None,
 ) -> Summary:
-    """Pure: the row from a read finding, its throughput summary and its TP1 comparison."""
+    """Pure: the row from a read finding, its throughput summary, its dated-baseline comparison,
+    its ratios to its reference and its floors as judged."""
     claimed = finding.figures("throughput")
     roof = next(
         (c.value for g, c in finding.claims() if c.name.endswith("fraction_of_roofline")), None
@@ -144,6 +232,9 @@ def summary_of(
         _number(claimed.get("decode_tok_s_median")),
         _number(claimed.get("ttft_s_median")),
     )
+    against = against or ReferenceRatios()
+    figures = named({**gate_claims(finding, "agreement"), **gate_claims(finding, "accuracy")})
+    floors = floors_words(judged or {}) if decode is not None else ""
     return Summary(
         run_id=run_id,
         candidate=finding.candidate,
@@ -151,14 +242,24 @@ def summary_of(
         gate=gate,
         cause=cause,
         decode_tok_s=decode,  # an interval only beside a claimed median
-        decode_ci=_ci(stats.get("decode_tok_s")) if decode is not None else (None, None),
+        decode_ci=_ci(stats.get("decode_tok_s")) if decode is not None else NONE,
         ttft_s=ttft,
-        ttft_ci=_ci(stats.get("ttft_s")) if ttft is not None else (None, None),
+        ttft_ci=_ci(stats.get("ttft_s")) if ttft is not None else NONE,
+        reference=against.reference,
+        reference_where=against.where,
+        decode_ratio=against.ratio("decode"),
+        decode_ratio_ci=against.interval("decode"),
+        ttft_ratio=against.ratio("ttft"),
+        ttft_ratio_ci=against.interval("ttft"),
+        itl_ratio=against.ratio("itl"),
+        itl_ratio_ci=against.interval("itl"),
+        floors=floors,
         tp1_ratio=_number((rows.get("decode_tok_s_median") or {}).get("ratio")),
         tp1_corroborated=bool(comparison.get("corroborated")) if baseline else None,
         tp1_date=str(baseline.get("date") or ""),
         roofline_share=_number(roof),
-        extra=extra_claims(finding),
+        agreement=figures,
+        rests_on=rests_on(finding, gate, cause, floors_sentence(judged or {}), figures),
         wall_s=seconds or None,
         host=host_of(finding),
         lane_after=finding.lane_after or "",
@@ -174,11 +275,14 @@ def summarize(run_dir: Path, cand_dir: Path) -> Summary | None:
         finding = replace(finding, candidate=cand_dir.name)
     stats = _json(cand_dir / SUMMARY)
     comparison = _json(cand_dir / COMPARISON)
+    judged = _json(cand_dir / FLOORS_FILE)
     return summary_of(
         finding,
         run_dir.name,
         stats if isinstance(stats, Mapping) else {},
         comparison if isinstance(comparison, Mapping) else {},
+        reference_ratios(run_dir, cand_dir, finding),
+        judged if isinstance(judged, Mapping) else {},
     )
 
 
@@ -201,94 +305,3 @@ def history(run_dir: Path, candidate: str, limit: int = 12) -> list[Summary]:
     )  # fmt: skip
     rows = (summarize(p, p / candidate) for p in runs[:limit])
     return [r for r in rows if r is not None]
-
-
-# ---------------------------------------------------------------- printing rows
-
-
-def cell(value: Any) -> str:
-    if value is None:
-        return "—"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
-
-
-def tp1_words(row: Summary) -> str:
-    if row.tp1_corroborated is None:
-        return "no baseline"
-    how = "corroborated" if row.tp1_corroborated else "uncorroborated"
-    return f"{how}, {row.tp1_date}" if row.tp1_date else how
-
-
-def extra_columns(rows: Iterable[Summary]) -> list[str]:
-    return sorted({k for r in rows for k in r.extra})
-
-
-COLUMNS = (
-    "run_id", "candidate", "verdict", "gate", "decode_tok_s", "decode_ci95", "ttft_s", "ttft_ci95",
-    "tp1_ratio", "tp1_baseline", "roofline_share", "wall_s", "host",
-)  # fmt: skip
-
-
-def _pair(ci: tuple[float | None, float | None]) -> str:
-    return "—" if None in ci else f"[{cell(ci[0])}, {cell(ci[1])}]"
-
-
-def flat(row: Summary, extras: list[str]) -> dict[str, Any]:
-    """The row as one flat record (CSV, the terminal): CIs split into low and high."""
-    return {
-        "run_id": row.run_id,
-        "candidate": row.candidate,
-        "verdict": row.verdict,
-        "gate": row.gate,
-        "decode_tok_s": row.decode_tok_s,
-        "decode_ci95_low": row.decode_ci[0],
-        "decode_ci95_high": row.decode_ci[1],
-        "ttft_s": row.ttft_s,
-        "ttft_ci95_low": row.ttft_ci[0],
-        "ttft_ci95_high": row.ttft_ci[1],
-        "tp1_ratio": row.tp1_ratio,
-        "tp1_baseline": tp1_words(row),
-        "roofline_share": row.roofline_share,
-        **{k: row.extra.get(k) for k in extras},
-        "wall_s": row.wall_s,
-        "host": row.host,
-        "cause": row.cause,
-    }
-
-
-def to_csv(rows: list[Summary]) -> str:
-    extras = extra_columns(rows)
-    records = [flat(r, extras) for r in rows]
-    out = io.StringIO()
-    if records:
-        writer = csv.DictWriter(out, fieldnames=list(records[0]), lineterminator="\n")
-        writer.writeheader()
-        writer.writerows({k: "" if v is None else v for k, v in r.items()} for r in records)
-    return out.getvalue()
-
-
-def to_json(rows: list[Summary]) -> str:
-    return json.dumps([r.as_dict() for r in rows], indent=2, sort_keys=True) + "\n"
-
-
-def table(rows: list[Summary]) -> list[str]:
-    """Aligned columns for a terminal, the cause last so it may run long."""
-    extras = extra_columns(rows)
-    names = [*COLUMNS, *extras, "cause"]
-    shown = [
-        {k: cell(v) for k, v in flat(r, extras).items()}
-        | {"gate": r.gate or "—", "decode_ci95": _pair(r.decode_ci), "ttft_ci95": _pair(r.ttft_ci)}
-        for r in rows
-    ]
-    body = [[line[c] for c in names] for line in shown]
-    widths = [
-        max(len(c), *(len(b[i]) for b in body)) if body else len(c) for i, c in enumerate(names)
-    ]
-    return [
-        "  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)).rstrip()
-        for line in [names, ["-" * w for w in widths], *body]
-    ]

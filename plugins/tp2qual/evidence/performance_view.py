@@ -1,6 +1,7 @@
 """The report's performance part of a candidate: its statistics table, per-sample charts with the
-candidate's floors drawn in, what the samples are measured against (TP1 baseline, roofline, the
-engine's own timings) and the previous run beside this one."""
+candidate's floors drawn in, what the samples are measured against (its reference's measured
+figures, the dated TP1 baseline, roofline, the engine's own timings) and the previous run beside
+this one."""
 
 from __future__ import annotations
 
@@ -25,6 +26,9 @@ from tp2qual.evidence.report_model import (
     fmt,
     ratio,
 )
+from tp2qual.evidence.throughput_reference import recorded_bases
+from tp2qual.perf.floor_basis import MeasuredBasis
+from tp2qual.perf.floor_keys import statistic
 from tp2qual.perf.floors import AT_LEAST, DIRECTIONS, FLOORS_FILE, NO_FLOOR
 
 
@@ -119,9 +123,28 @@ def performance_context(cand_dir: Path) -> tuple[Fact, ...]:
         facts.append(("measured / roofline", f"{measured} tok/s = {fmt(roof.get('fraction'))}"))
     elif roof:
         facts.append(("decode roofline", f"not computed: {roof.get('why')}"))
+    facts += basis_facts(recorded_bases(cand_dir))
     facts += floor_facts(read_json_object(cand_dir / FLOORS_FILE))
     facts += server_timing_facts(read_json_object(cand_dir / "server_timings.json") or {})
     return tuple(Fact(k, v) for k, v in facts)
+
+
+def basis_facts(bases: dict[str, MeasuredBasis | str]) -> list[tuple[str, str]]:
+    """The measured figures gate 08's floors were derived of (its reference, a lane's baseline),
+    as it copied them, or why there were none."""
+    facts = []
+    for role, basis in bases.items():
+        label = f"{role.replace('_', ' ')} measured"
+        if isinstance(basis, str):
+            facts.append((label, f"none: {basis}"))
+            continue
+        medians = [
+            f"{key} {fmt(value)}"
+            for key in ("decode_tok_s_median", "ttft_s_median", "itl_p50_s_median")
+            if (value := statistic(key, basis.samples)) is not None
+        ]
+        facts.append((label, f"{basis.candidate}, {basis.where()}: " + ", ".join(medians)))
+    return facts
 
 
 def floor_facts(judged: dict[str, Any]) -> list[tuple[str, str]]:

@@ -162,10 +162,16 @@ class OverviewRow:
     decode_ci: str
     ttft: str
     ttft_ci: str
-    tp1: str
+    reference: str  # "" when none is named
+    reference_where: str  # the run its samples come from, or why there are no ratios
+    ratios: tuple[tuple[str, str], ...]  # ("decode", "0.913x [0.88, 0.95]"), TTFT, ITL
+    tp1: str  # the dated [baseline] record's ratio
     tp1_note: str
     roofline: str
-    extra: tuple[str, ...]  # one per Overview.extra_columns
+    agreement: str
+    accuracy: str
+    floors: str
+    rests_on: str
     wall: str
     host: str
     lane_after: str = ""
@@ -193,12 +199,12 @@ class History:
 
 @dataclass(frozen=True)
 class Overview:
-    extra_columns: tuple[str, ...]
     rows: tuple[OverviewRow, ...]
     charts: tuple[Chart, ...]
     history: tuple[History, ...]  # candidates with an earlier run beside this one
     csv_href: str  # data: URIs, so the export needs no file beside the report
     json_href: str
+    ratio_method: str = ""  # how the ratios to a reference and their CIs were computed
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
-"""The report's opening: the campaign overview (a row per candidate, linked to its section), the
-chart comparing decode rates and TTFTs with their 95 % CIs, each candidate's history across the
-dated runs beside this one, and the overview as CSV and JSON for a spreadsheet or another tool."""
+"""The report's opening: the campaign overview (a row per candidate, linked to its section: its
+ratios to its reference, agreement and accuracy figures, what its verdict rests on), the chart
+comparing decode rates and TTFTs with their 95 % CIs, each candidate's history across the dated
+runs beside this one, and the overview as CSV and JSON for a spreadsheet or another tool."""
 
 from __future__ import annotations
 
@@ -10,16 +11,9 @@ from urllib.parse import quote
 
 from tp2qual.evidence.charts import Interval, interval_chart
 from tp2qual.evidence.layout import REPORT
-from tp2qual.evidence.overview import (
-    Summary,
-    cell,
-    extra_columns,
-    history,
-    summarize_run,
-    to_csv,
-    to_json,
-    tp1_words,
-)
+from tp2qual.evidence.overview import Summary, history, summarize_run
+from tp2qual.evidence.overview_figures import accuracy_words, agreement_words
+from tp2qual.evidence.overview_table import RATIOS, cell, ratio_words, to_csv, to_json, tp1_words
 from tp2qual.evidence.report_model import (
     Chart,
     History,
@@ -27,6 +21,7 @@ from tp2qual.evidence.report_model import (
     Overview,
     OverviewRow,
 )
+from tp2qual.perf.comparison import RATIO_METHOD
 
 
 def _ci(ci: tuple[float | None, float | None]) -> str:
@@ -46,7 +41,10 @@ def _seconds(value: float | None) -> str:
     return "—" if value is None else f"{value:.0f} s"
 
 
-def overview_row(row: Summary, extras: list[str]) -> OverviewRow:
+RATIO_LABELS = {"decode": "decode", "ttft": "TTFT", "itl": "ITL"}
+
+
+def overview_row(row: Summary) -> OverviewRow:
     return OverviewRow(
         candidate=row.candidate,
         verdict=row.verdict,
@@ -56,24 +54,27 @@ def overview_row(row: Summary, extras: list[str]) -> OverviewRow:
         decode_ci=_ci(row.decode_ci),
         ttft=cell(row.ttft_s),
         ttft_ci=_ci(row.ttft_ci),
+        reference=row.reference,
+        reference_where=row.reference_where,
+        ratios=tuple(
+            (
+                RATIO_LABELS[n],
+                ratio_words(getattr(row, f"{n}_ratio"), getattr(row, f"{n}_ratio_ci")),
+            )
+            for n in RATIOS
+            if getattr(row, f"{n}_ratio") is not None
+        ),
         tp1=_ratio(row.tp1_ratio),
         tp1_note=tp1_words(row),
         roofline=_share(row.roofline_share),
-        extra=tuple(_group(row, g) for g in extras),
+        agreement=agreement_words(row.agreement) or "—",
+        accuracy=accuracy_words(row.agreement) or "—",
+        floors=row.floors,
+        rests_on=row.rests_on,
         wall=_seconds(row.wall_s),
         host=row.host or "—",
         lane_after=row.lane_after,
     )
-
-
-def groups(rows: list[Summary]) -> list[str]:
-    """The extra columns: one per gate (or claim prefix) that recorded agreement or accuracy."""
-    return sorted({k.split(".", 1)[0] for k in extra_columns(rows)})
-
-
-def _group(row: Summary, group: str) -> str:
-    said = [(k.split(".", 1)[1], v) for k, v in row.extra.items() if k.startswith(group + ".")]
-    return " · ".join(f"{name} {cell(value)}" for name, value in said) or "—"
 
 
 def history_row(row: Summary, current: str) -> HistoryRow:
@@ -85,7 +86,11 @@ def history_row(row: Summary, current: str) -> HistoryRow:
         gate=row.gate,
         decode=cell(row.decode_tok_s),
         ttft=cell(row.ttft_s),
-        tp1=_ratio(row.tp1_ratio),
+        tp1=(
+            ratio_words(row.decode_ratio, row.decode_ratio_ci)
+            if row.decode_ratio is not None
+            else (f"{_ratio(row.tp1_ratio)} (dated baseline)" if row.tp1_ratio is not None else "—")
+        ),
         roofline=_share(row.roofline_share),
         wall=_seconds(row.wall_s),
     )
@@ -111,7 +116,6 @@ def _data_uri(kind: str, text: str) -> str:
 
 def build_overview(run_dir: Path) -> Overview:
     rows = summarize_run(run_dir)
-    extras = groups(rows)
     histories = []
     for row in rows:
         runs = history(run_dir, row.candidate)
@@ -120,10 +124,10 @@ def build_overview(run_dir: Path) -> Overview:
                 History(row.candidate, tuple(history_row(r, run_dir.name) for r in runs))
             )
     return Overview(
-        tuple(extras),
-        tuple(overview_row(r, extras) for r in rows),
+        tuple(overview_row(r) for r in rows),
         charts(rows),
         tuple(histories),
         _data_uri("text/csv", to_csv(rows)),
         _data_uri("application/json", to_json(rows)),
+        RATIO_METHOD,
     )

@@ -22,6 +22,8 @@ from tp2qual import dry_run
 from tp2qual.candidate import Candidate
 from tp2qual.evidence.claims import make_claim
 from tp2qual.evidence.finding import CandidateRecord
+from tp2qual.evidence.run import RunState
+from tp2qual.evidence.run_floors import request_floor
 from tp2qual.exceptions import PinMismatch
 from tp2qual.hooks.candidates import run_key
 from tp2qual.hooks.gating import candidate_of, gate_of
@@ -142,10 +144,18 @@ def server(
         with managed as ready:
             record.identity.update(managed.identity)
             record.save()
+            ready.decode_floor = _decode_floor(request.config.stash[run_key], record)
             yield ready
     finally:
         record.identity.update(managed.identity)
         record.save()
+
+
+def _decode_floor(state: RunState, record: CandidateRecord) -> tuple[float | None, str]:
+    """The decode floor gate 08 would judge now (evidence/run_floors.py), for the budgets: the
+    candidates this one is measured against ran before its server started."""
+    floor = request_floor(state, record)
+    return (floor.value, floor.brief()) if floor else (None, "")
 
 
 def _progress_printer(config: pytest.Config, candidate: Candidate) -> Callable[[float, str], None]:

@@ -10,15 +10,20 @@ A figure is compared only under the suite's own definition (perf/sampling.py): a
 figures are, by construction; a figure copied from elsewhere only when ``baseline.definitions``
 says so for it (``"perf/sampling.py"``). Any other figure is shown with the reason it is not
 compared (its stated definition, or that none is stated), never divided by.
+
+``ratio_interval`` compares two sets of samples of the same definition (a TP2 serve's and its
+TP1 reference's, measured by gate 08), with a confidence interval.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+import statistics
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
-from tp2qual.checks.stats import ratio
+from tp2qual.checks.stats import ratio, t_critical_95
 from tp2qual.checks.topology import memory_bandwidth_gbs
 from tp2qual.evidence.finding import Finding, Verdict
 from tp2qual.perf.floors import refusal
@@ -79,3 +84,41 @@ def roofline_for(
         "measured_decode_tok_s": measured,
         "fraction": fraction(measured, bound) if measured else None,
     }
+
+
+RATIO_METHOD = (
+    "ratio of the means of the two sets of samples; 95 % CI by the delta method on the log "
+    "ratio, Student t with Welch-Satterthwaite degrees of freedom"
+)
+
+
+def ratio_interval(now: Sequence[float], then: Sequence[float]) -> dict[str, Any] | None:
+    """mean(now) / mean(then) with its 95 % CI, from the two sets of samples (independent runs
+    of two serves), or None when either has fewer than two samples or a mean that is not > 0.
+
+    var(log r) = s1²/(n1·m1²) + s2²/(n2·m2²); the interval is r·exp(±t·se), with t at the
+    Welch-Satterthwaite df (checks/stats.py ``t_critical_95``), so it is never negative and is
+    symmetric on a log scale (a TP2 serve at half its reference reads [0.48, 0.52], not ±)."""
+    a, b = [float(v) for v in now], [float(v) for v in then]
+    if len(a) < 2 or len(b) < 2:
+        return None
+    (m1, s1), (m2, s2) = _mean_sd(a), _mean_sd(b)
+    if m1 <= 0 or m2 <= 0:
+        return None
+    v1, v2 = s1**2 / (len(a) * m1**2), s2**2 / (len(b) * m2**2)
+    r = m1 / m2
+    if v1 + v2 == 0:
+        return {"ratio": r, "low": r, "high": r, "n": len(a), "n_reference": len(b)}
+    df = (v1 + v2) ** 2 / (v1**2 / (len(a) - 1) + v2**2 / (len(b) - 1))
+    half = t_critical_95(max(1, math.floor(df))) * math.sqrt(v1 + v2)
+    return {
+        "ratio": r,
+        "low": r * math.exp(-half),
+        "high": r * math.exp(half),
+        "n": len(a),
+        "n_reference": len(b),
+    }
+
+
+def _mean_sd(values: Sequence[float]) -> tuple[float, float]:
+    return statistics.fmean(values), statistics.stdev(values)

@@ -1,54 +1,94 @@
 """Throughput floors: which way each figure is judged, where each floor comes from, the check.
 
-A rate must reach its floor (decode tok/s ≥), a latency must stay under it (TTFT, TPOT, ITL,
-E2E ≤): a TTFT floor read as a lower bound would pass the slow serve and fail the fast one. One
-place for gate 08 (tests/test_08_throughput.py), its re-derivation (evidence/rederive/), the
-claim rule there and ``--plan``. Pure: settings, figures and samples in, floors and misses out.
+One place for gate 08 (tests/test_08_throughput.py), its re-derivation (evidence/rederive/), the
+claim rule there, the per-request time budget (budget.py) and ``--plan``. Pure: settings,
+figures and samples in, floors and misses out.
 
-A floor is ``<figure>_<stat>`` (``decode_tok_s_median``, ``ttft_s_p90``: figures as
-perf/sampling.py defines them, statistics as checks/stats.py ``summarize`` gives them). It is
-written in the candidate (``gates.throughput.floors``, its source the table's ``why``) or derived
-at run time from the candidate's own evidence (``gates.throughput.derived_floors``): a fraction
-of the dated TP1 figure where its definition is the suite's (perf/comparison.py), or of the
-single-stream roofline (perf/roofline.py) for a decode rate.
+A floor is ``<figure>_<stat>`` (``decode_tok_s_median``, ``ttft_s_p90``; perf/floor_keys.py),
+judged in its figure's direction (rates ≥, latencies ≤). It is written in the candidate
+(``gates.throughput.floors``, its source the table's ``why``) or derived at run time
+(``gates.throughput.derived_floors``) as a fraction of a basis (perf/floor_basis.py): another
+candidate's measured figure (its TP1 reference, a lane's baseline), the dated TP1 figure, or the
+roofline; where the basis is missing, the rule's ``fallback`` is used, and each floor as judged
+says which basis it rests on. A floor that cannot be derived at all raises ``FloorNotDerived``
+from ``derive_floors`` (its caller decides whose fault that is).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from tp2qual.checks.stats import summarize
+from tp2qual.perf.floor_basis import (
+    BASELINE,
+    MEASURED,
+    ROOFLINE,
+    ROOFLINE_FIGURE,
+    WRITTEN,
+    Base,
+    Bases,
+    base_of,
+    basis_names,
+    rule_words,
+)
+from tp2qual.perf.floor_keys import AT_LEAST, AT_MOST, DIRECTIONS, STATS, direction, split_key
+from tp2qual.perf.floor_keys import statistic as measured
 
-AT_LEAST = "≥"
-AT_MOST = "≤"
+__all__ = [
+    "AT_LEAST",
+    "AT_MOST",
+    "DIRECTIONS",
+    "FLOORS_FILE",
+    "NO_FLOOR",
+    "STATS",
+    "Floor",
+    "FloorNotDerived",
+    "FloorSet",
+    "budget_floor",
+    "claim_meets",
+    "derivation_problems",
+    "derive_floors",
+    "floor_plan_lines",
+    "judged_floors",
+    "key_problems",
+    "measured",
+    "misses",
+    "refusal",
+    "split_key",
+    "written_floors",
+]
 
-# Per figure of perf/sampling.py: rates at least their floor, latencies at most.
-DIRECTIONS: dict[str, str] = {
-    "decode_tok_s": AT_LEAST,
-    "ttft_s": AT_MOST,
-    "tpot_s": AT_MOST,
-    "itl_p50_s": AT_MOST,
-    "itl_p90_s": AT_MOST,
-    "itl_p99_s": AT_MOST,
-    "e2e_s": AT_MOST,
-}
-STATS = ("median", "mean", "p90", "p99", "min", "max")
-ROOFLINE_FIGURE = "decode_tok_s"  # the roofline bounds a decode rate, nothing else
 ROOFLINE_INPUTS = ("active_params_b", "bits_per_weight")
 FLOORS_FILE = "throughput_floors.json"  # gate 08's floors as judged, beside its samples
 NO_FLOOR = "no floor set: the samples are measured and judged against no floor"
+BASES = (*MEASURED, BASELINE, ROOFLINE)
+# The floor the per-request budget follows, best first (budget.py).
+BUDGET_KEYS = ("decode_tok_s_median", "decode_tok_s_mean", "decode_tok_s_min")
+
+
+class FloorNotDerived(ValueError):
+    """One or more floors a candidate asks for could not be derived from this run's evidence."""
+
+    def __init__(self, problems: Sequence[str]):
+        self.problems = tuple(problems)
+        super().__init__("; ".join(self.problems))
 
 
 @dataclass(frozen=True)
 class Floor:
-    """One floor as judged: its key, bound, direction and where the bound came from."""
+    """One floor as judged: its key, bound, direction, where the bound came from, and the basis
+    it rests on (``written``, or the basis of perf/floor_basis.py with its figure)."""
 
     key: str
     value: float
     direction: str
     source: str
+    basis: str = WRITTEN
+    fraction: float | None = None
+    of_value: float | None = None  # the basis figure the fraction was taken of
+    of_candidate: str = ""  # a measured basis: whose figure, and in which run
+    of_run: str = ""
 
     def met_by(self, measured: float) -> bool:
         return measured >= self.value if self.direction == AT_LEAST else measured <= self.value
@@ -56,14 +96,20 @@ class Floor:
     def line(self) -> str:
         return f"{self.key} {self.direction} {self.value:.4g}  ({self.source})"
 
+    def basis_words(self) -> str:
+        """``(0.6 x the reference tp1-name's 58.4, run 2026…)``, ``(written)``: what it rests on."""
+        named = self.of_candidate and self.of_value is not None
+        of = f" {self.of_candidate}'s {self.of_value:.4g}" if named else ""
+        run = f", run {self.of_run}" if self.of_run else ""
+        share = f"{self.fraction:g} x the " if self.fraction is not None else ""
+        return f"({share}{self.basis.replace('_', ' ')}{of}{run})"
+
+    def brief(self) -> str:
+        """The floor and its basis without the why: what a timeout report names."""
+        return f"{self.key} {self.direction} {self.value:.4g} {self.basis_words()}"
+
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def split_key(key: str) -> tuple[str, str] | None:
-    """``decode_tok_s_median`` -> (``decode_tok_s``, ``median``); None for no known figure/stat."""
-    figure, _, stat = key.rpartition("_")
-    return (figure, stat) if figure in DIRECTIONS and stat in STATS else None
 
 
 def key_problems(settings: Mapping[str, Any]) -> list[str]:
@@ -77,11 +123,12 @@ def key_problems(settings: Mapping[str, Any]) -> list[str]:
                     f"{', '.join(DIRECTIONS)}; stats: {', '.join(STATS)})"
                 )
     for key, rule in (settings.get("derived_floors") or {}).items():
-        if rule.get("of") == "roofline" and not key.startswith(ROOFLINE_FIGURE + "_"):
-            problems.append(
-                f"gates.throughput.derived_floors.{key}: the roofline bounds {ROOFLINE_FIGURE} "
-                "only; derive this floor of the baseline or write it in floors"
-            )
+        for where, part in ((key, rule), (f"{key}.fallback", rule.get("fallback") or {})):
+            if part.get("of") == ROOFLINE and not key.startswith(ROOFLINE_FIGURE + "_"):
+                problems.append(
+                    f"gates.throughput.derived_floors.{where}: the roofline bounds "
+                    f"{ROOFLINE_FIGURE} only; derive this floor of another basis or write it"
+                )
     return problems
 
 
@@ -90,27 +137,48 @@ def written_floors(settings: Mapping[str, Any]) -> list[Floor]:
     why = settings.get("why")
     source = f"written in the candidate: {why}" if why else "written in the candidate, no why"
     return [
-        Floor(key, float(value), _direction(key), source)
+        Floor(key, float(value), direction(key), source)
         for key, value in sorted((settings.get("floors") or {}).items())
     ]
 
 
-def derived_floors(
-    settings: Mapping[str, Any],
-    comparison: Mapping[str, Any],
-    roofline: Mapping[str, Any],
-) -> tuple[list[Floor], list[str]]:
+def _from_rule(
+    key: str, rule: Mapping[str, Any], bases: Bases, settings: Mapping[str, Any]
+) -> Floor | str:
+    """One rule (or fallback) applied: a floor, or why its basis gives none."""
+    why = rule.get("why", "no why")
+    if "value" in rule:  # a written fallback
+        return Floor(key, float(rule["value"]), direction(key), f"written: {why}")
+    base = base_of(key, str(rule["of"]), bases, settings)
+    if isinstance(base, str):
+        return base
+    return _fraction_of(key, float(rule["fraction"]), base, why)
+
+
+def _fraction_of(key: str, fraction: float, base: Base, why: str) -> Floor:
+    return Floor(
+        key, fraction * base.value, direction(key), f"{fraction:g} x {base.words}; {why}",
+        basis=base.basis, fraction=fraction, of_value=base.value, of_candidate=base.candidate,
+        of_run=base.run,
+    )  # fmt: skip
+
+
+def derived_floors(settings: Mapping[str, Any], bases: Bases) -> tuple[list[Floor], list[str]]:
     """``gates.throughput.derived_floors`` from this run's evidence: the floors, and for each one
-    that cannot be derived, why (the baseline figure refused, the roofline not computed)."""
+    that cannot be derived (its basis and its fallback both missing), why."""
     floors, missing = [], []
     for key, rule in sorted((settings.get("derived_floors") or {}).items()):
-        fraction, of = float(rule["fraction"]), rule["of"]
-        base, basis = _basis(key, of, comparison, roofline)
-        if base is None:
-            missing.append(f"derived_floors.{key} (of {of}): {basis}")
+        first = _from_rule(key, rule, bases, settings)
+        fallback = rule.get("fallback")
+        if isinstance(first, Floor):
+            floors.append(first)
             continue
-        source = f"{fraction:g} x {basis}; {rule.get('why', 'no why')}"
-        floors.append(Floor(key, fraction * base, _direction(key), source))
+        second = _from_rule(key, fallback, bases, settings) if fallback else None
+        if isinstance(second, Floor):
+            floors.append(replace(second, source=f"{second.source} (no {rule['of']}: {first})"))
+            continue
+        tail = f"; its fallback: {second}" if second else ""
+        missing.append(f"derived_floors.{key} (of {rule['of']}): {first}{tail}")
     return floors, missing
 
 
@@ -124,9 +192,21 @@ class FloorSet:
     def lines(self) -> list[str]:
         return [f.line() for f in self.floors] or [NO_FLOOR]
 
+    def bases(self) -> str:
+        """Each floor's key and the basis it rests on, in one line (claimed in the finding):
+        ``decode_tok_s_median: reference tp1-name (run 2026…)``, ``ttft_s_median: written``."""
+        return (
+            "; ".join(
+                f"{f.key}: {f.basis}" + (f" {f.of_candidate} (run {f.of_run})" if f.of_run else "")
+                for f in self.floors
+            )
+            or "none"
+        )
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "count": len(self.floors),
+            "bases": self.bases(),
             "floors": [f.as_dict() for f in self.floors],
             "not_derived": list(self.not_derived),
             "note": None if self.floors else NO_FLOOR,
@@ -134,33 +214,37 @@ class FloorSet:
 
 
 def judged_floors(
-    settings: Mapping[str, Any], comparison: Mapping[str, Any], roofline: Mapping[str, Any]
+    settings: Mapping[str, Any],
+    comparison: Mapping[str, Any],
+    roofline: Mapping[str, Any],
+    measured_bases: Mapping[str, Any] | None = None,
 ) -> FloorSet:
     """The written floors, then the derived ones (``comparison``: perf/comparison.py
-    ``compare_baseline``; ``roofline``: ``roofline_for``)."""
-    derived, missing = derived_floors(settings, comparison, roofline)
+    ``compare_baseline``; ``roofline``: ``roofline_for``; ``measured_bases``: role -> a
+    perf/floor_basis.py ``MeasuredBasis`` or why there is none). Never raises for a missing
+    basis: ``not_derived`` says it (``--plan``, ``verify``)."""
+    bases = Bases(comparison, roofline, measured_bases or {})
+    derived, missing = derived_floors(settings, bases)
     return FloorSet((*written_floors(settings), *derived), tuple(missing))
 
 
-def _basis(
-    key: str, of: str, comparison: Mapping[str, Any], roofline: Mapping[str, Any]
-) -> tuple[float | None, str]:
-    if of == "roofline":
-        if not roofline.get("computed"):
-            return None, f"the roofline is not computed ({roofline.get('why', 'no inputs')})"
-        bound, where = float(roofline["bound_tok_s"]), roofline.get("bandwidth_from")
-        named = "gpus.bandwidth_gbs" if where == "candidate" else where
-        return (
-            bound,
-            f"the roofline {bound:.4g} tok/s ({roofline['bandwidth_gbs']:g} GB/s, {named})",
-        )
-    row = next((r for r in comparison.get("rows", []) if r.get("figure") == key), None)
-    if row is None:
-        return None, "the baseline has no such figure"
-    if row.get("refused"):
-        return None, f"the baseline figure is not compared: {row['refused']}"
-    date = (comparison.get("baseline") or {}).get("date")
-    return float(row["baseline"]), f"the TP1 baseline {row['baseline']:g} ({date})"
+def derive_floors(
+    settings: Mapping[str, Any],
+    comparison: Mapping[str, Any],
+    roofline: Mapping[str, Any],
+    measured_bases: Mapping[str, Any] | None = None,
+) -> FloorSet:
+    """``judged_floors``, raising ``FloorNotDerived`` when any floor asked for has no basis."""
+    judged = judged_floors(settings, comparison, roofline, measured_bases)
+    if judged.not_derived:
+        raise FloorNotDerived(judged.not_derived)
+    return judged
+
+
+def budget_floor(floors: FloorSet) -> Floor | None:
+    """The decode-rate floor a request's time budget follows (budget.py), or None."""
+    by_key = {f.key: f for f in floors.floors}
+    return next((by_key[k] for k in BUDGET_KEYS if k in by_key), None)
 
 
 SUITE_DEFINITION = "perf/sampling.py"
@@ -178,46 +262,64 @@ def refusal(key: str, definitions: Mapping[str, str]) -> str | None:
 
 
 def derivation_problems(settings: Mapping[str, Any], spec: Mapping[str, Any]) -> list[str]:
-    """What a derived floor needs from the candidate file: for the roofline the model's active
-    parameters and bits and the GPUs' bandwidth (NVML's is used when read), for the baseline a
-    figure the comparison will not refuse (a local ``finding`` is read at run time)."""
+    """What a derived floor needs from the candidate file, for a rule whose fallback cannot
+    stand in: for the roofline the model's active parameters and bits and the GPUs' bandwidth
+    (NVML's is used when read), for the baseline a figure the comparison will not refuse (a local
+    ``finding`` is read at run time), for a measured basis a candidate that names one."""
     problems = []
     for key, rule in sorted((settings.get("derived_floors") or {}).items()):
-        where = f"gates.throughput.derived_floors.{key}"
-        if rule.get("of") == "roofline":
-            needs = [f"model.{f}" for f in ROOFLINE_INPUTS if not spec["model"].get(f)]
-            needs += [] if (spec.get("gpus") or {}).get("bandwidth_gbs") else ["gpus.bandwidth_gbs"]
-            problems += (
-                [f"{where}: of the roofline, which needs {', '.join(needs)}"] if needs else []
-            )
-        elif not (baseline := spec.get("baseline") or {}).get("finding"):
-            figures = baseline.get("figures") or {}
-            if key not in figures:
-                problems.append(f"{where}: of the baseline, but baseline.figures has no {key}")
-            elif why := refusal(key, baseline.get("definitions") or {}):
-                problems.append(
-                    f"{where}: the baseline's {key} is not compared ({why}); derive it of the "
-                    "roofline"
-                )
+        first = _file_problem(key, rule, spec)
+        fallback = rule.get("fallback")
+        if first and (not fallback or _file_problem(key, fallback, spec)):
+            problems.append(f"gates.throughput.derived_floors.{key}: {first}")
     return problems
 
 
-def _direction(key: str) -> str:
-    parts = split_key(key)
-    if parts is None:
-        raise ValueError(f"{key}: not a <figure>_<stat> floor key")
-    return DIRECTIONS[parts[0]]
+def _file_problem(key: str, rule: Mapping[str, Any], spec: Mapping[str, Any]) -> str | None:
+    of = rule.get("of")
+    if "value" in rule:
+        return None
+    if of in MEASURED:
+        named = basis_names(spec).get(str(of))
+        what = "[lane] after" if of == "lane_baseline" else "[reference] candidate or [lane] after"
+        return None if named else f"of the {of}, but the candidate names none ({what})"
+    if of == ROOFLINE:
+        needs = [f"model.{f}" for f in ROOFLINE_INPUTS if not spec["model"].get(f)]
+        needs += [] if (spec.get("gpus") or {}).get("bandwidth_gbs") else ["gpus.bandwidth_gbs"]
+        return f"of the roofline, which needs {', '.join(needs)}" if needs else None
+    baseline = spec.get("baseline") or {}
+    if baseline.get("finding"):
+        return None
+    if key not in (baseline.get("figures") or {}):
+        return f"of the baseline, but baseline.figures has no {key}"
+    if why := refusal(key, baseline.get("definitions") or {}):
+        return f"the baseline's {key} is not compared ({why}); derive it of another basis"
+    return None
 
 
-def measured(key: str, samples: Sequence[Mapping[str, Any]]) -> float | None:
-    """The statistic a floor names, over the measured samples (None: no sample has the figure)."""
-    figure, stat = split_key(key) or (key, "")
-    values = [float(s[figure]) for s in samples if isinstance(s.get(figure), int | float)]
-    return summarize(values).as_dict()[stat] if values else None
+def floor_plan_lines(
+    settings: Mapping[str, Any], spec: Mapping[str, Any], judged: FloorSet
+) -> list[str]:
+    """``--plan``: the written floors, each derived floor's rule and fallback in words, then the
+    derived floors as they stand before anything is measured (``judged``: with the measured
+    bases said to be unmeasured, perf/floor_basis.py ``unmeasured``)."""
+    names = basis_names(spec)
+    rules = settings.get("derived_floors") or {}
+    written = settings.get("floors") or {}
+    lines = [f.line() for f in judged.floors if f.basis == WRITTEN and f.key in written]
+    for key, rule in sorted(rules.items()):
+        lines.append(f"{key} {direction(key)} {rule_words(key, rule, names)}: {rule['why']}")
+        if fallback := rule.get("fallback"):
+            lines.append(f"  without it: {rule_words(key, fallback, names)}: {fallback['why']}")
+    derived = [f.brief() for f in judged.floors if f.key in rules]
+    if derived:
+        lines.append(f"before any figure is measured: {'; '.join(derived)}")
+    return lines or [NO_FLOOR]
 
 
 def misses(floors: Sequence[Floor], samples: Sequence[Mapping[str, Any]]) -> list[str]:
-    """One line per floor the samples do not meet, in the floor's own direction."""
+    """One line per floor the samples do not meet, in the floor's own direction, naming the
+    basis the floor rests on (so a FAIL's reason says what it was measured against)."""
     lines = []
     for floor in floors:
         value = measured(floor.key, samples)
@@ -225,7 +327,10 @@ def misses(floors: Sequence[Floor], samples: Sequence[Mapping[str, Any]]) -> lis
             figure = floor.key.rpartition("_")[0]
             lines.append(f"{floor.key}: no measured sample has {figure}")
         elif not floor.met_by(value):
-            lines.append(f"{floor.key} = {value:.4g}, floor {floor.direction} {floor.value:.4g}")
+            lines.append(
+                f"{floor.key} = {value:.4g}, floor {floor.direction} {floor.value:.4g} "
+                f"{floor.basis_words()}"
+            )
     return lines
 
 
@@ -235,5 +340,5 @@ def claim_meets(name: str, value: Any, settings: Mapping[str, Any]) -> bool | No
     floor = (settings.get("floors") or {}).get(name)
     if floor is None or split_key(name) is None:
         return None
-    bound = Floor(name, float(floor), _direction(name), "written")
+    bound = Floor(name, float(floor), direction(name), "written")
     return isinstance(value, int | float) and bound.met_by(float(value))

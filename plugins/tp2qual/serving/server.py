@@ -52,6 +52,9 @@ class Server:
         self.http = httpx.Client(  # the one client every Api of this server uses
             base_url=self.base_url, trust_env=False, timeout=CONTROL_TIMEOUT_S
         )
+        # The decode floor that applies in this run (its value and words), which every request's
+        # time budget follows: set once the run's bases are read (hooks/server.py).
+        self.decode_floor: tuple[float | None, str] = (None, "")
 
     def check_alive(self) -> None:
         """Raise ServerDied (with the log tail) when the process/container is gone."""
@@ -91,7 +94,7 @@ class Server:
         self.check_alive()
 
     def api(self, artifact: str, gate: str | None = None, watch: Watch | None = None) -> Api:
-        return Api(self, artifact, self.candidate.time_budget(gate), watch)
+        return Api(self, artifact, self.candidate.time_budget(gate, *self.decode_floor), watch)
 
     def log_text(self) -> str:
         """The server's log as written so far (redacted at write time)."""

@@ -3,8 +3,9 @@
 From ``throughput.jsonl``, each stream's sample is measured again (``perf.sampling.sample``,
 with the output tokens counted as the gate counted them), the samples summarized
 (``checks.stats.summarize``) against ``throughput_summary.json``, the decode bound recomputed
-from ``roofline.json``'s inputs (``perf.roofline.decode_bound``) and the floors derived and
-checked in their direction (``perf.floors``). The rows re-derived are
+from ``roofline.json``'s inputs (``perf.roofline.decode_bound``) and the floors derived (a
+measured basis from the samples ``throughput_reference.json`` copied) and checked in their
+direction (``perf.floors``). The rows re-derived are
 ``throughput_samples.jsonl``'s.
 """
 
@@ -17,6 +18,7 @@ from typing import Any
 from tp2qual.checks.stats import summarize
 from tp2qual.evidence.layout import read_json_object
 from tp2qual.evidence.rederive.common import GateRun, Rederived, chunks_of
+from tp2qual.evidence.throughput_reference import recorded_bases
 from tp2qual.perf import floors
 from tp2qual.perf.roofline import decode_bound
 from tp2qual.perf.sampling import sample
@@ -112,7 +114,10 @@ def _summary(run: GateRun, samples: list[dict[str, Any]], out: Rederived) -> Non
     if roof.get("computed"):  # a floor derived of the bound rests on its inputs, not its figure
         out.compare("roofline.json inputs", "roofline.json", roof, bound_tok_s=_bound(roof))
     judged = floors.judged_floors(
-        run.settings, read_json_object(run.root / "throughput_comparison.json"), roof
+        run.settings,
+        read_json_object(run.root / "throughput_comparison.json"),
+        roof,
+        recorded_bases(run.root),  # the reference's or baseline's samples, as gate 08 copied them
     )  # the gate's own derivation and check, in its direction (perf/floors.py)
     out.failures += [*judged.not_derived, *floors.misses(judged.floors, samples)]
 
