@@ -1,8 +1,10 @@
 """Read the collective probe's final line (``TP2QUAL_PROBE_REPORT {json}``, written by
 ``serving/nccl_probe.py``) and decide whether it proves the ranks' all-reduce works.
 
-The probe all-reduces buffers of several sizes and dtypes with an exact expected sum and reports,
-per case, ok and the nccl-tests figures (seconds, algbw, busbw in GB/s). This module turns that
+The probe all-reduces buffers of several sizes and dtypes, filled by rank and position, with an
+exact expected sum per element and reports, per case, ok, where a rank's wrong elements are
+(how many, the first and last, what the first held) and the nccl-tests figures (seconds, algbw,
+busbw in GB/s). This module turns that
 line into typed facts a gate can claim from, and judges them: every rank of ``tp`` reported,
 every case summed right on every rank, and no timeout. Pure: text in, frozen dataclasses out;
 a missing or malformed line is one clear ``ProbeReportError``, never a traceback.
@@ -26,6 +28,19 @@ class ProbeReportError(ValueError):
 
 
 @dataclass(frozen=True)
+class WrongElements:
+    """Where one rank's sum of one case is wrong: how many elements, the first and the last,
+    and what the first held against what it should."""
+
+    rank: int
+    count: int
+    first: int | None = None
+    last: int | None = None
+    found: float | None = None
+    expected: float | None = None
+
+
+@dataclass(frozen=True)
 class Case:
     """One all-reduce size and dtype over all ranks; figures only when every rank ran it."""
 
@@ -37,6 +52,7 @@ class Case:
     algbw_gbps: float | None = None
     busbw_gbps: float | None = None
     error: str | None = None
+    wrong: tuple[WrongElements, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -113,6 +129,24 @@ def _case(c: dict[str, Any]) -> Case:
         algbw_gbps=num("algbw_gbps"),
         busbw_gbps=num("busbw_gbps"),
         error=str(c["error"]) if c.get("error") else None,
+        wrong=tuple(_wrong(w) for w in c.get("wrong") or []),
+    )
+
+
+def _wrong(w: dict[str, Any]) -> WrongElements:
+    def num(key: str) -> float | None:
+        return float(w[key]) if w.get(key) is not None else None
+
+    def at(key: str) -> int | None:
+        return int(w[key]) if w.get(key) is not None else None
+
+    return WrongElements(
+        rank=int(w["rank"]),
+        count=int(w["wrong_elements"]),
+        first=at("first_wrong"),
+        last=at("last_wrong"),
+        found=num("found"),
+        expected=num("expected"),
     )
 
 
