@@ -117,37 +117,33 @@ def _typed(raw: dict[str, Any]) -> ProbeReport:
 
 
 def _case(c: dict[str, Any]) -> Case:
-    def num(key: str) -> float | None:
-        return float(c[key]) if c.get(key) is not None else None
-
     return Case(
         dtype=str(c["dtype"]),
         bytes=int(c["bytes"]),
         ok=bool(c["ok"]),
         ranks=int(c["ranks"]),
-        seconds=num("seconds"),
-        algbw_gbps=num("algbw_gbps"),
-        busbw_gbps=num("busbw_gbps"),
+        seconds=_number(c, "seconds"),
+        algbw_gbps=_number(c, "algbw_gbps"),
+        busbw_gbps=_number(c, "busbw_gbps"),
         error=str(c["error"]) if c.get("error") else None,
         wrong=tuple(_wrong(w) for w in c.get("wrong") or []),
     )
 
 
 def _wrong(w: dict[str, Any]) -> WrongElements:
-    def num(key: str) -> float | None:
-        return float(w[key]) if w.get(key) is not None else None
-
-    def at(key: str) -> int | None:
-        return int(w[key]) if w.get(key) is not None else None
-
+    first, last = _number(w, "first_wrong"), _number(w, "last_wrong")
     return WrongElements(
         rank=int(w["rank"]),
         count=int(w["wrong_elements"]),
-        first=at("first_wrong"),
-        last=at("last_wrong"),
-        found=num("found"),
-        expected=num("expected"),
+        first=None if first is None else int(first),
+        last=None if last is None else int(last),
+        found=_number(w, "found"),
+        expected=_number(w, "expected"),
     )
+
+
+def _number(entry: dict[str, Any], key: str) -> float | None:
+    return float(entry[key]) if entry.get(key) is not None else None
 
 
 def check_report(report: ProbeReport, *, tp: int, backend: str) -> Verdict:
