@@ -31,7 +31,10 @@ from test_faults import (
 )
 
 from tp2qual.candidate import GATES
+from tp2qual.checks.replies import content_chunks, stream_text
+from tp2qual.checks.toolcalls import reassemble_stream
 from tp2qual.exceptions import MalformedReply, QualError
+from tp2qual.perf.sampling import sample
 from tp2qual.serving.server import Exchange
 
 # name -> (fault, the gate that must FAIL, words of the quoted body or the problem in the reason)
@@ -117,3 +120,14 @@ def test_an_accessor_on_a_good_body_reads_it() -> None:
     reply = Exchange("capital#0", 200, json.loads(json.dumps(ANSWER)), 0.1)
     assert reply.message["content"] == "Paris" and reply.finish_reason is None
     assert reply.usage("prompt_tokens") == 12 and reply.choice["index"] == 0
+
+
+def test_stream_chunks_without_a_choice_object_read_as_empty() -> None:
+    """A chunk whose choice is not an object carries nothing: no text, no sample, no call —
+    judged as such (the candidate's answer), never an AttributeError."""
+    chunks = [{"choices": [None]}, {"choices": []}, {"usage": {"completion_tokens": 3}}]
+    assert stream_text(chunks) == "" and content_chunks(chunks) == 0
+    assert sample(chunks, [0.1, 0.2, 0.3], 3, "usage") == {
+        "ok": False, "reason": "no output chunks", "output_tokens": 3,
+    }  # fmt: skip
+    assert reassemble_stream(chunks)["tool_calls"] == []

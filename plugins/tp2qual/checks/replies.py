@@ -55,7 +55,8 @@ def usage_count(status: int | None, body: Any, key: str) -> tuple[int | None, st
     return value, ""
 
 
-def _delta(chunk: dict[str, Any]) -> dict[str, Any]:
+def chunk_delta(chunk: dict[str, Any]) -> dict[str, Any]:
+    """Choice 0's ``delta`` of one stream chunk (empty when the chunk carries none)."""
     choices = chunk.get("choices") or [{}]
     delta = choices[0].get("delta") if isinstance(choices[0], dict) else None
     return delta if isinstance(delta, dict) else {}
@@ -63,12 +64,12 @@ def _delta(chunk: dict[str, Any]) -> dict[str, Any]:
 
 def stream_text(chunks: list[dict[str, Any]]) -> str:
     """The answer text a stream's chunks carry, in order."""
-    return "".join(_delta(c).get("content") or "" for c in chunks)
+    return "".join(chunk_delta(c).get("content") or "" for c in chunks)
 
 
 def content_chunks(chunks: list[dict[str, Any]]) -> int:
     """Chunks that carry answer text (about one token each on the engines here)."""
-    return sum(1 for c in chunks if _delta(c).get("content"))
+    return sum(1 for c in chunks if chunk_delta(c).get("content"))
 
 
 def stream_usage(chunks: list[dict[str, Any]]) -> dict[str, Any] | None:

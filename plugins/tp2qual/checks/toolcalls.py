@@ -163,8 +163,8 @@ def reassemble_stream(chunks: list[dict[str, Any]]) -> dict[str, Any]:
     finish_reason = None
     for chunk in chunks:
         for choice in chunk.get("choices") or []:
-            if choice.get("index", 0) != 0:
-                continue
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue  # (a choice that is no object carries nothing to rebuild)
             delta = choice.get("delta") or {}
             content.append(delta.get("content") or "")
             reasoning.append(delta.get("reasoning_content") or delta.get("reasoning") or "")

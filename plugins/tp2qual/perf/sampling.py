@@ -15,14 +15,14 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from tp2qual.checks.replies import content_chunks
+from tp2qual.checks.replies import chunk_delta, content_chunks
 from tp2qual.checks.stats import percentile, summarize
 
 FIGURES = ("ttft_s", "tpot_s", "decode_tok_s", "e2e_s")  # summarized, claimed, compared
 
 
 def _carries_output(chunk: dict[str, Any]) -> bool:
-    delta = (chunk.get("choices") or [{}])[0].get("delta") or {}
+    delta = chunk_delta(chunk)
     return bool(delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning"))
 
 
