@@ -11,25 +11,20 @@ either way (test_nccl_probe.py shows why).
 
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 
 import pytest
 from test_faults import run_inner, smollm2_spec, write_candidate
-
-from tp2qual.candidate import load_candidate
+from test_nccl_probe import engine_python
 
 pytestmark = pytest.mark.slow
 
-MAIN = Path(__file__).resolve().parents[2]
-ENGINE = load_candidate(MAIN / "candidates" / "smollm2-135m-vllm.toml")
-
 
 def _spec(name: str, corrupt: str | None) -> dict:
-    spec = copy.deepcopy(smollm2_spec(name))
+    spec = smollm2_spec(name)
     spec["serve"]["tensor_parallel_size"] = 2
-    command = [str(ENGINE.python()), "{probe}", "--nprocs", "{nprocs}", "--timeout", "{timeout}",
+    command = [str(engine_python()), "{probe}", "--nprocs", "{nprocs}", "--timeout", "{timeout}",
                "--backend", "{backend}", "--sizes", "4K,1M", "--dtypes", "bf16,fp32"]  # fmt: skip
     spec["gates"]["nccl"] = {
         "probe_timeout_s": 120,
@@ -39,7 +34,6 @@ def _spec(name: str, corrupt: str | None) -> dict:
     return spec
 
 
-@pytest.mark.skipif(not ENGINE.python().exists(), reason="the vLLM CPU engine's venv is missing")
 @pytest.mark.parametrize("corrupt", [None, "1:swap"], ids=["intact", "chunk-swapped"])
 def test_a_corrupted_chunk_fails_gate_01(corrupt: str | None, tmp_path: Path) -> None:
     name = f"probe-{'intact' if corrupt is None else 'corrupted'}"
