@@ -201,8 +201,7 @@ def _engine_package_version(candidate: Candidate) -> tuple[str | None, str]:
         )
     except subprocess.TimeoutExpired:
         raise LookupTimedOut(
-            f"{python} did not say its {LLAMA_CPP_PACKAGE} version within "
-            f"{PACKAGE_TIMEOUT_S:g} s",
+            f"{python} did not say its {LLAMA_CPP_PACKAGE} version within {PACKAGE_TIMEOUT_S:g} s",
             candidate=candidate.name,
         ) from None
     return done.stdout.strip() or None, f"launch.python ({python})"
