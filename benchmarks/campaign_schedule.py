@@ -9,7 +9,10 @@ lane placed apart from its baseline idles until the baseline ends) for N = 1, 2,
 wall time (h:mm), idle waiting, each host's utilisation (busy / wall); then, per N, the rule with
 the least wall time (ties: the least idle waiting, then all tied rules named).
 
-Durations: by default the campaign's five TP2 candidates and two lanes from
+Under ``lanes-with-baseline`` a gate-07 reference (the TP1 serves) is placed with the candidates
+judged against it, as a lane with its baseline.
+
+Durations: by default the campaign's five TP2 candidates, three TP1 references and two lanes from
 ``benchmarks/data/campaign-durations.toml`` (estimates, each with its ``source``; which job is a
 lane, after which baseline, is read from ``candidates/<name>.toml``). With ``--run``, the
 candidates of a real run instead: each ``results/<run>/<candidate>/finding.json``, seconds =
@@ -60,8 +63,10 @@ def from_data_file(path: Path, estimate: str) -> list[Input]:
     for entry in entries:
         candidate = load_candidate(ROOT / "candidates" / f"{entry['name']}.toml")
         after = (candidate.spec.get("lane") or {}).get("after")
+        joins = candidate.reference if candidate.reference != after else None  # gate 07's
         seconds = float(entry.get(ESTIMATE_KEYS[estimate], entry["seconds"]))
-        inputs.append(Input(Job(entry["name"], seconds, after=after), entry["source"]))
+        job = Job(entry["name"], seconds, after=after, joins=joins)
+        inputs.append(Input(job, entry["source"]))
     return inputs
 
 
@@ -79,10 +84,13 @@ def from_run(folder: Path) -> list[Input]:
         finding = json.loads(finding_path.read_text(encoding="utf-8"))
         gates = finding.get("gates") or {}
         seconds = sum(float(gate.get("seconds") or 0.0) for gate in gates.values())
-        after = ((finding.get("candidate_spec") or {}).get("lane") or {}).get("after")
+        spec = finding.get("candidate_spec") or {}
+        after = (spec.get("lane") or {}).get("after")
+        joins = (spec.get("reference") or {}).get("candidate")
         name = finding.get("candidate") or finding_path.parent.name
         source = f"{shown(finding_path)}: sum of gates.*.seconds ({finding.get('verdict', '?')})"
-        inputs.append(Input(Job(name, seconds, after=after), source))
+        job = Job(name, seconds, after=after, joins=joins if joins != after else None)
+        inputs.append(Input(job, source))
     if not inputs:
         raise SystemExit(f"--run {folder}: no <candidate>/finding.json in it")
     return inputs

@@ -25,14 +25,19 @@ from typing import Any
 
 import pytest
 
-from tp2qual.checks import topology
+from tp2qual.checks import preflight
+from tp2qual.checks.verdict import NotJudged
+from tp2qual.exceptions import PinMismatch
 from tp2qual.gates import Candidate, CandidateRecord, Claimer
 
 pytestmark = pytest.mark.preflight
 
+IMAGE, BUSY = "identity/image.json", "busy.json"  # judged again by verify (rederive/preflight.py)
+
 
 def test_model_pin_resolves(model_pin: dict[str, Any], claim: Claimer) -> None:
-    # model_pin raised PinMismatch, naming the file and pin, if the bytes are not the pinned ones
+    # model_pin raised PinMismatch, naming the file and pin, if the bytes are not the pinned
+    # ones (checks.preflight.judge_model_pin), and recorded what it found in identity/model.json
     assert model_pin["content_addresses"], "no model file proven"
     claim("content_addresses", "identity/model.json", op="field", path="content_addresses")
     if "draft" in model_pin:  # a speculative lane's draft, proven as the model is
@@ -56,10 +61,15 @@ def test_image_pin_matches(candidate: Candidate, record: CandidateRecord, claim:
         record.evidence.redactor,
         run_id=record.run_id,
     )
-    facts = launcher.verify_image()  # raises PinMismatch naming image, pin and what was found
-    record.identity["image"] = facts
-    record.evidence.write_json("identity/image.json", facts)
-    claim("image_id", "identity/image.json", op="field", path="image_id")
+    try:
+        facts = launcher.verify_image()  # PinMismatch names image, pin and what was found
+    except PinMismatch as exc:
+        if exc.facts is not None:  # what was found, for verify to judge again
+            record.evidence.write_json(IMAGE, exc.facts)
+        raise
+    record.identity["image"] = facts  # matched by checks.preflight.judge_image_pin's rules
+    record.evidence.write_json(IMAGE, facts)
+    claim("image_id", IMAGE, op="field", path="image_id")
 
 
 def test_engine_accepts_launch(
@@ -106,19 +116,15 @@ def test_gpus_fit_and_are_free(
     desktop_mib: float | None,
     claim: Claimer,
 ) -> None:
-    needed = candidate.gpus.get("count", 0)
-    if not needed:
-        pytest.skip("the candidate needs no GPU (topology recorded as found)")
-    verdict = topology.check(
-        gpu_snapshot,
-        tp_size=max(needed, candidate.tp),
-        min_memory_gib_per_gpu=candidate.gpus.get("memory_gib", 0),
-        allow_busy=allow_busy,
-        desktop_mib=max(desktop_mib or 0, candidate.gpus.get("desktop_mib", 0)) or None,
-    )
+    verdict = preflight.judge_gpus(
+        gpu_snapshot, candidate.gpus, tp=candidate.tp, allow_busy=allow_busy,
+        desktop_mib=desktop_mib,
+    )  # fmt: skip
+    if isinstance(verdict, NotJudged):
+        pytest.skip(verdict.reason)
     record.evidence.write_json(
-        "busy.json",
+        BUSY,
         {"allow_busy": allow_busy, "ok": verdict.ok, "reason": verdict.reason, **verdict.measures},
     )
     assert verdict.ok, verdict.reason
-    claim("gpu_memory_held_by", "busy.json", op="field", path="memory_held_by")
+    claim("gpu_memory_held_by", BUSY, op="field", path="memory_held_by")

@@ -33,90 +33,50 @@ from typing import Any
 
 import pytest
 
-from tp2qual.checks import nccl, probe_result, ranks
+from tp2qual.checks import nccl_gate
 from tp2qual.checks.diagnosis import diagnose
 from tp2qual.checks.remedies import applicable
 from tp2qual.checks.verdict import Verdict
 from tp2qual.gates import Candidate, CandidateRecord, Claimer, Server
 from tp2qual.serving.diagnose import settings_in_force
-from tp2qual.serving.probe import ProbeRun, backend_of, run_probe
+from tp2qual.serving.probe import backend_of, run_probe
 
 pytestmark = pytest.mark.nccl
 
-ACKNOWLEDGED = ("NCCL_P2P_DISABLE", "NCCL_CUMEM_ENABLE", "NCCL_CUMEM_HOST_ENABLE")
+PROBE, SERVER = "nccl_probe", "nccl_server_analysis.json"  # judged again by verify (rederive)
 
 
-def _judge(
-    candidate: Candidate,
-    record: CandidateRecord,
-    text: str,
-    *,
-    timed_out: bool,
-    failed: bool = False,
-) -> Verdict:
-    settings = settings_in_force(candidate, record.identity)
-    env = settings["env"]
-    log = nccl.analyze(
-        text,
-        env=env,
-        container=settings["container"],
-        host=settings["host"],
-        tp=candidate.tp,
-        failed=failed or timed_out,
+def _settings(candidate: Candidate, record: CandidateRecord) -> nccl_gate.NcclSettings:
+    """The settings in force, as ``identity/candidate.json`` records them for verify."""
+    found = settings_in_force(candidate, record.identity)
+    return nccl_gate.NcclSettings(
+        candidate.tp, backend_of(candidate), found["env"], found["container"], found["host"]
     )
-    return nccl.check(
-        log,
-        tp_size=candidate.tp,
-        timed_out=timed_out,
-        expect_env={k: env[k] for k in ACKNOWLEDGED if k in env},
-        p2p_disabled=env.get("NCCL_P2P_DISABLE") == "1",
-    )
-
-
-def _judge_probe(candidate: Candidate, record: CandidateRecord, run: ProbeRun) -> Verdict:
-    """Every rank summed every case exactly (the probe's report line, kept under ``report``)
-    and, on NCCL, the log shows a healthy init. On gloo the report is the only witness, so a
-    probe without one did not run to its end; on NCCL a probe of the operator's own
-    (``probe_command``) may print none, and the log and its exit status judge it."""
-    try:
-        report = probe_result.parse_report(run.output)
-        summed = probe_result.check_report(report, tp=candidate.tp, backend=backend_of(candidate))
-        facts: dict[str, Any] = {"report": report.to_dict()}
-    except probe_result.ProbeReportError as exc:
-        summed, facts = Verdict.failed(str(exc)), {"report": None}
-    if backend_of(candidate) == "gloo":
-        return Verdict(summed.ok, summed.reason, facts)
-    failed = run.returncode != 0 or not summed.ok
-    log = _judge(candidate, record, run.output, timed_out=run.timed_out, failed=failed)
-    if facts["report"] is None:
-        return Verdict(log.ok, log.reason, {**log.measures, **facts})
-    reason = log.reason if not log.ok else summed.reason
-    return Verdict(log.ok and summed.ok, reason, {**log.measures, **facts})
 
 
 def _probe(
     candidate: Candidate, record: CandidateRecord, gpus: dict[str, Any], name: str
-) -> tuple[ProbeRun, Verdict]:
-    """Run the probe, keep its log and its analysis as ``<name>.log`` / ``<name>_analysis.json``."""
+) -> tuple[nccl_gate.ProbeLog, Verdict]:
+    """Run the probe, keep its log and its analysis as ``<name>.log`` / ``<name>_analysis.json``;
+    the verdict is judged on the log as kept (``checks.nccl_gate.judge_probe``, as verify does)."""
     uuids = [g["uuid"] for g in gpus.get("gpus") or [] if g.get("uuid")][: candidate.tp]
     timeout_s = float(candidate.gate("nccl")["probe_timeout_s"])
     run = run_probe(candidate, timeout_s, run_id=record.run_id, device_ids=uuids)
-    record.evidence.write_text(
-        f"{name}.log",
-        f"$ {' '.join(run.argv)}\n{run.output}\nrc={run.returncode} seconds={run.seconds}\n",
-    )
-    verdict = _judge_probe(candidate, record, run)
+    text = nccl_gate.probe_log(run.argv, run.output, run.returncode, run.seconds)
+    record.evidence.write_text(f"{name}.log", text)
+    kept = nccl_gate.read_probe_log((record.evidence.root / f"{name}.log").read_text())
+    verdict = nccl_gate.judge_probe(kept, _settings(candidate, record))
     record.evidence.write_json(
         f"{name}_analysis.json",
         {
-            "ok": run.returncode == 0 and verdict.ok,
+            "ok": verdict.ok,
             "reason": verdict.reason,
             "returncode": run.returncode,
             "seconds": run.seconds,
             **verdict.measures,
         },
     )
-    return run, verdict
+    return kept, verdict
 
 
 def _closed_loop(
@@ -130,8 +90,8 @@ def _closed_loop(
     fixed = candidate.with_launch_changes(
         remedy.env, remedy.container, f"closed-loop re-probe for {remedy.rule}"
     )
-    run, again = _probe(fixed, record, gpus, "nccl_probe_remedy")
-    outcome = "passed" if run.returncode == 0 and again.ok else "still fails"
+    _, again = _probe(fixed, record, gpus, "nccl_probe_remedy")
+    outcome = "passed" if again.ok else "still fails"
     record.evidence.write_json(
         "nccl_closed_loop.json",
         {"diagnosed": remedy.rule, "remedy": remedy.words(), "reprobe": outcome},
@@ -142,16 +102,16 @@ def _closed_loop(
 def test_probe_all_reduce(
     candidate: Candidate, record: CandidateRecord, gpu_snapshot: dict[str, Any], claim: Claimer
 ) -> None:
-    run, verdict = _probe(candidate, record, gpu_snapshot, "nccl_probe")
-    if run.returncode == 0 and verdict.ok:
+    run, verdict = _probe(candidate, record, gpu_snapshot, PROBE)
+    if verdict.ok:
         if verdict.measures.get("report"):  # our probe's own report (not an operator's probe)
-            claim("probe_backend", "nccl_probe_analysis.json", op="field", path="report.backend")
-            claim("probe_ranks_ok", "nccl_probe_analysis.json", op="field", path="report.ranks_ok")
-            claim("probe_cases", "nccl_probe_analysis.json", op="field", path="report.cases")
+            claim("probe_backend", f"{PROBE}_analysis.json", op="field", path="report.backend")
+            claim("probe_ranks_ok", f"{PROBE}_analysis.json", op="field", path="report.ranks_ok")
+            claim("probe_cases", f"{PROBE}_analysis.json", op="field", path="report.cases")
         else:
-            claim("probe_ranks_init_complete", "nccl_probe_analysis.json", op="field",
+            claim("probe_ranks_init_complete", f"{PROBE}_analysis.json", op="field",
                   path="ranks_complete")  # fmt: skip
-        _claim_notices(claim, verdict, "probe_notices", "nccl_probe_analysis.json")
+        _claim_notices(claim, verdict, "probe_notices", f"{PROBE}_analysis.json")
         return
     loop = _closed_loop(candidate, record, gpu_snapshot, run.output)
     pytest.fail(
@@ -163,23 +123,20 @@ def test_probe_all_reduce(
 def test_server_log_analysis(
     server: Server, candidate: Candidate, record: CandidateRecord, claim: Claimer
 ) -> None:
-    if backend_of(candidate) == "gloo":
-        log = ranks.analyze(server.log_text())
-        verdict = ranks.check(log, tp_size=candidate.tp, backend="gloo")
-    else:
-        verdict = _judge(candidate, record, server.log_text(), timed_out=False)
+    lines = nccl_gate.whole_lines(server.log_text())  # verify reads the same first lines
+    verdict = nccl_gate.judge_server_log(lines, _settings(candidate, record))
     record.evidence.write_json(
-        "nccl_server_analysis.json",
-        {"ok": verdict.ok, "reason": verdict.reason, **verdict.measures},
+        SERVER,
+        {"ok": verdict.ok, "reason": verdict.reason, "lines_read": len(lines), **verdict.measures},
     )
     assert verdict.ok, verdict.reason
     if backend_of(candidate) == "gloo":
-        claim("ranks_joined", "nccl_server_analysis.json", op="field", path="ranks_joined")
-        claim("world_sizes", "nccl_server_analysis.json", op="field", path="world_sizes")
+        claim("ranks_joined", SERVER, op="field", path="ranks_joined")
+        claim("world_sizes", SERVER, op="field", path="world_sizes")
     else:
-        claim("ranks_init_complete", "nccl_server_analysis.json", op="field", path="ranks_complete")
-        claim("transports", "nccl_server_analysis.json", op="field", path="transport_kinds")
-        _claim_notices(claim, verdict, "nccl_notices", "nccl_server_analysis.json")
+        claim("ranks_init_complete", SERVER, op="field", path="ranks_complete")
+        claim("transports", SERVER, op="field", path="transport_kinds")
+        _claim_notices(claim, verdict, "nccl_notices", SERVER)
 
 
 def _claim_notices(claim: Claimer, verdict: Verdict, name: str, artifact: str) -> None:

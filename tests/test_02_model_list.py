@@ -15,11 +15,14 @@ and now the kernels.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from tp2qual.checks import kernels
+from tp2qual.checks import kernels, model_list
+from tp2qual.checks.verdict import NotJudged
 from tp2qual.engines import engine_for
-from tp2qual.gates import Api, Candidate, CandidateRecord, Claimer, Server
+from tp2qual.gates import Api, Candidate, CandidateRecord, Claimer, Exchange, Server
 
 pytestmark = pytest.mark.model_list
 
@@ -27,14 +30,16 @@ pytestmark = pytest.mark.model_list
 def test_lists_exactly_the_served_name(
     api: Api, server: Server, candidate: Candidate, record: CandidateRecord, claim: Claimer
 ) -> None:
-    listing = api.request("models", "GET", "/v1/models", timeout=10)
-    assert listing.status == 200, f"/v1/models answered HTTP {listing.status}: {listing.body}"
-    ids = [card.get("id") for card in listing.body.get("data", [])]
-    assert ids == [candidate.served_name], (
-        f"/v1/models lists {ids}; expected exactly [{candidate.served_name!r}]"
-    )
+    listing = api.request(model_list.LISTING, "GET", "/v1/models", timeout=10)
+    verdict = model_list.judge_listing(_recorded(listing), candidate.served_name)
+    assert verdict.ok, verdict.reason
     claim("served_model", "model_list.jsonl", op="field", path="response.data.0.id")
     _record_kernels(server, candidate, record, claim)
+
+
+def _recorded(listing: Exchange) -> dict[str, Any]:
+    """The exchange as ``model_list.jsonl`` keeps it, which verify judges again."""
+    return {"status": listing.status, "response": listing.body}
 
 
 def _record_kernels(
@@ -51,14 +56,13 @@ def _record_kernels(
 
 
 def test_reported_context_is_the_bound(api: Api, candidate: Candidate, claim: Claimer) -> None:
-    listing = api.request("models-context", "GET", "/v1/models", timeout=10)
-    card = listing.body["data"][0]
-    if "max_model_len" not in card:
-        pytest.skip(f"{candidate.engine} does not report max_model_len in /v1/models")
-    assert card["max_model_len"] == candidate.max_model_len, (
-        f"engine serves max_model_len={card['max_model_len']}, candidate bounds it at "
-        f"{candidate.max_model_len}"
+    listing = api.request(model_list.CONTEXT, "GET", "/v1/models", timeout=10)
+    verdict = model_list.judge_context(
+        _recorded(listing), candidate.max_model_len, candidate.engine
     )
+    if isinstance(verdict, NotJudged):
+        pytest.skip(verdict.reason)
+    assert verdict.ok, verdict.reason
     claim("max_model_len", "model_list.jsonl", op="field", path="response.data.0.max_model_len")
 
 
@@ -70,11 +74,7 @@ def test_engine_is_the_stated_version(
     states. It reads what the server's start recorded, so it needs the server: a start that
     failed (the suite's fault or the candidate's) is that, never a missing version."""
     stated = candidate.spec["engine"].get("version")
-    engine = record.identity.get("engine") or {}
-    if not stated:
-        pytest.skip("the candidate states no engine.version")
-    assert engine.get("version") == stated, (
-        f"engine reports version {engine.get('version')!r}"
-        f"{' (' + engine['version_error'] + ')' if engine.get('version_error') else ''}; "
-        f"the candidate states {stated!r}"
-    )
+    verdict = model_list.judge_version(record.identity.get("engine") or {}, stated)
+    if isinstance(verdict, NotJudged):
+        pytest.skip(verdict.reason)
+    assert verdict.ok, verdict.reason

@@ -86,7 +86,7 @@ def plans() -> dict[str, str]:
     assert done.returncode in (0, 5), done.stdout + done.stderr
     assert "Traceback" not in done.stdout + done.stderr
     found = dict(re.findall(r"^# (\S+) .*\n((?:(?!# ).*\n)*)", done.stdout, re.MULTILINE))
-    assert sorted(found) == sorted(GPU_IDS), done.stdout
+    assert set(GPU_IDS) <= set(found), done.stdout  # -k by substring also takes the TP1 files
     return found
 
 

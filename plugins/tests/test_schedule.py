@@ -224,3 +224,43 @@ def test_keeping_lanes_together_can_cost_wall_time():
     apart = simulate(jobs, place(jobs, ["h1", "h2"], "longest-first"))
     assert (together.wall_seconds, together.total_waiting_seconds) == (200, 0)
     assert (apart.wall_seconds, apart.total_waiting_seconds) == (150, 0)
+
+
+# ---------------------------------------------------------------- a reference joins its candidates
+
+# A model in miniature: a TP1 reference, its TP2 baseline (judged against it), the baseline's lane.
+MODEL = [
+    Job("m-tp1", 30, hosts=frozenset({"one-gpu", "two-gpu"})),
+    Job("m", 40, joins="m-tp1", hosts=frozenset({"two-gpu"})),
+    Job("m-lane", 20, after="m", hosts=frozenset({"two-gpu"})),
+    Job("other", 100),
+]
+
+
+def test_a_reference_runs_first_on_the_host_of_the_candidates_judged_against_it():
+    placement = place(MODEL, ["one-gpu", "two-gpu"])
+    # The unit (90 s) may run only where all three can: two-gpu; "other" takes the lighter host.
+    assert placement.by_host == {"one-gpu": ["other"], "two-gpu": ["m-tp1", "m", "m-lane"]}
+    sim = simulate(MODEL, placement)
+    assert sim.runs["m"].start >= sim.runs["m-tp1"].end and sim.total_waiting_seconds == 0
+
+
+def test_a_job_that_cannot_share_its_references_host_is_unplaced_with_the_reason():
+    jobs = [
+        Job("ref", 10, hosts=frozenset({"h1"})),
+        Job("cand", 10, joins="ref", hosts=frozenset({"h2"})),
+    ]
+    placement = place(jobs, ["h1", "h2"])
+    assert placement.by_host == {"h1": ["ref"], "h2": []}
+    assert placement.unplaced["cand"].startswith("no host may run it together with its reference")
+
+
+def test_the_jobs_of_an_unplaced_reference_are_unplaced_too():
+    jobs = [Job("ref", 10, hosts=frozenset({"gone"})), Job("cand", 10, joins="ref")]
+    placement = place(jobs, ["h1"])
+    assert placement.unplaced["cand"] == "its reference 'ref' is not placed"
+
+
+def test_joins_itself_is_refused():
+    with pytest.raises(ValueError, match="joins itself"):
+        place([Job("a", 1, joins="a")], ["h"])

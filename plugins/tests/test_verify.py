@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
+from test_verify_pins import hub_snapshot
 
 from tp2qual.__main__ import main
 from tp2qual.candidate import GATES, Candidate
@@ -27,11 +28,13 @@ from tp2qual.evidence.verify import verify_run
 from tp2qual.hooks.evidence import close_run, record_resolved_candidate
 from tp2qual.perf.comparison import roofline_for
 from tp2qual.perf.sampling import sample
+from tp2qual.serving.hub_snapshot import DigestCache, check_snapshot
 
 NAME = "fake-local"
 RUN_ID = "20260101T000000Z-aaaa"
 REVISION = "0123456789abcdef0123456789abcdef01234567"
 FIGURES = ("ttft_s", "tpot_s", "decode_tok_s", "e2e_s")
+ADDRESSES = "content_addresses"
 
 
 GATE_SETTINGS = {
@@ -70,7 +73,12 @@ def fake_candidate(root: Path, name: str = NAME, env: dict[str, str] | None = No
     spec = {
         "name": name,
         "description": "a synthetic candidate for the evidence self-tests",
-        "model": {"repo": "example/Tiny-Model", "revision": REVISION, "served_name": "tiny"},
+        "model": {
+            "repo": "example/Tiny-Model",
+            "revision": REVISION,
+            "served_name": "tiny",
+            "hf_cache": str(root / "hub"),
+        },
         "engine": {"kind": "vllm", "version": "0.0.test"},
         "launch": {
             "kind": "process",
@@ -97,15 +105,23 @@ def _gate(
 
 
 def _identity(record: CandidateRecord) -> None:
+    """What gate 00 and the server record: the model's snapshot read for real (a small hub
+    cache beside the run), the launch, the engine's identity, the log."""
     ev = record.evidence
     record_resolved_candidate(record)  # what the evidence plugin writes before the first gate
+    hub = Path(record.candidate.model["hf_cache"])
+    snapshot = hub / "models--example--Tiny-Model" / "snapshots" / REVISION
+    if not snapshot.is_dir():  # one per results folder: its runs share it
+        hub_snapshot(hub, "example/Tiny-Model", REVISION)
+    model = {
+        "repo": "example/Tiny-Model",
+        "requested_revision": REVISION,
+        "served_name": "tiny",
+        "resolved_revision": REVISION,
+        **check_snapshot(snapshot, DigestCache(None)),
+    }
     record.identity = {
-        "model": {
-            "repo": "example/Tiny-Model",
-            "resolved_revision": REVISION,
-            "requested_revision": REVISION,
-            "served_name": "tiny",
-        },
+        "model": model,
         "engine": {"kind": "vllm", "version": "0.0.test"},
         "launch": {
             "launcher": "process",
@@ -114,7 +130,10 @@ def _identity(record: CandidateRecord) -> None:
         },
     }
     ev.write_json("identity/model.json", record.identity["model"])
+    ev.write_json("identity/engine.json", record.identity["engine"])
     ev.write_json("launch.json", record.identity["launch"])
+    ev.write_json("readiness.json", {"outcome": "ready", "first_token_s": 1.0, "polls": 3,
+                                     "listed_models": ["tiny"]})  # fmt: skip
     ev.write_text("server.log", "INFO starting tiny\nINFO ready on 127.0.0.1:8000\n")
 
 
@@ -204,13 +223,27 @@ def _tool_calls(record: CandidateRecord) -> None:
 
 def _functional_gates(record: CandidateRecord, capital: str) -> None:
     ev = record.evidence
-    ev.write_json("preflight.json", {"gpus_ok": True, "busy": []})
-    _gate(record, "preflight", [("gpus_ok", "preflight.json", {"op": "field", "path": "gpus_ok"})])
+    record.gates["preflight"].tests = {
+        "test_model_pin_resolves": "passed",
+        "test_gpus_fit_and_are_free": "skipped",
+    }
+    record.gates["preflight"].skipped = {
+        "test_gpus_fit_and_are_free": "the candidate needs no GPU (topology recorded as found)"
+    }
+    _gate(
+        record,
+        "preflight",
+        [("content_addresses", "identity/model.json", {"op": "field", "path": ADDRESSES})],
+    )
     record.gates["nccl"].outcome = NOT_APPLICABLE
     record.gates["nccl"].reason = "not applicable: tensor_parallel_size = 1"
     ev.append_jsonl(
         "model_list.jsonl", {"tag": "models", "status": 200, "response": {"data": [{"id": "tiny"}]}}
     )
+    record.gates["model_list"].tests = {
+        "test_lists_exactly_the_served_name": "passed",
+        "test_engine_is_the_stated_version": "passed",
+    }
     _gate(
         record,
         "model_list",
@@ -450,7 +483,7 @@ def test_a_pass_whose_claim_names_no_artifact_is_caught(run_dir: Path) -> None:
     edit_finding(run_dir, lambda f: f["gates"]["preflight"]["claims"][0].update(artifact=""))
     rehash(run_dir)
     found = {p.kind: p.detail for p in verify_run(run_dir).problems}
-    assert found["unbacked"] == "PASS, but claim preflight.gpus_ok names no artifact"
+    assert found["unbacked"] == "PASS, but claim preflight.content_addresses names no artifact"
     assert found["verdict"] == "states PASS but its gates give INCOMPLETE"
 
 

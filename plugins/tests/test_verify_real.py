@@ -52,6 +52,7 @@ def test_the_real_run_verifies_with_every_functional_gate_rederived(run_dir: Pat
     result = verify_run(run_dir)
     assert result.ok, [p.line() for p in result.problems]
     assert set(result.rechecked) == {
+        "model_list",
         "deterministic",
         "repetition",
         "tool_calls",
@@ -59,6 +60,7 @@ def test_the_real_run_verifies_with_every_functional_gate_rederived(run_dir: Pat
         "throughput",
     }
     assert result.rechecked["deterministic"] == 15  # five prompts, three repeats each
+    assert result.rechecked["model_list"] == 2  # the list, and the list asked for its context
 
 
 def test_paris_becomes_lyon(run_dir: Path) -> None:

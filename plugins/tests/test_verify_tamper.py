@@ -50,13 +50,17 @@ def test_the_healthy_run_is_rederived_and_counted(run_dir: Path) -> None:
     result = verify_run(run_dir)
     assert result.ok, [p.line() for p in result.problems]
     assert dict(result.rechecked) == {
+        "model_list": 1,
         "deterministic": 6,
         "repetition": 3,
         "tool_calls": 1,
         "capacity": 2,
         "throughput": 6,
     }
-    assert "raw exchanges re-checked: deterministic 6, repetition 3" in result.summary()
+    assert dict(result.rejudged) == {"preflight": 1, "model_list": 1}  # model.json, engine.json
+    assert "raw exchanges re-checked: model_list 1, deterministic 6, repetition 3" in (
+        result.summary()
+    )
 
 
 def test_paris_becomes_lyon(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -2,8 +2,10 @@
 ``python -m tp2qual compare RUN [RUN…] [--format table|csv|json]``,
 ``python -m tp2qual diagnose LOG… [--tp N] [--env KEY=VALUE…] [--json]``.
 
-verify    re-hashes every artifact against the manifest and re-derives every claim; exit 1 on any
-          problem, one line per problem, then a summary line.
+verify    re-hashes every artifact against the manifest and re-derives every claim and verdict
+          from the raw records; exit 1 on any problem, one line per problem (and per failure
+          that stands on its reason alone, a NOTE), then a summary line. ``--rehash`` also
+          hashes the model's bytes again.
 report    (re)builds ``report.html`` in the run folder from what is on disk.
 compare   the report's overview in the terminal: one row per candidate per run given; with one
           run, each of its candidates across the earlier dated runs beside it too. Exit 2 when
@@ -32,6 +34,12 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     verify = commands.add_parser("verify", help="check a run's artifacts, claims and verdicts")
     verify.add_argument("run", type=Path, help="results/<run-id>, results/latest or results/")
+    verify.add_argument(
+        "--rehash",
+        action="store_true",
+        help="hash the model's bytes again (the files identity/model.json names), not trusting "
+        "the digests preflight recorded",
+    )
     report = commands.add_parser("report", help="(re)build a run's report.html")
     report.add_argument("run", type=Path, help="results/<run-id>, results/latest or results/")
     compare = commands.add_parser("compare", help="candidates' figures side by side, across runs")
@@ -99,9 +107,9 @@ def _diagnose(args: argparse.Namespace) -> int:
     return 1 if verdict == "failed" else 0
 
 
-def _verify(run: Path) -> int:
-    result = verify_run(run)
-    for problem in result.problems:
+def _verify(run: Path, *, rehash: bool = False) -> int:
+    result = verify_run(run, rehash=rehash)
+    for problem in [*result.problems, *result.notes]:
         print(problem.line())
     print(result.summary())
     return 0 if result.ok else 1
@@ -146,7 +154,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not resolve_run(args.run).is_dir():
         print(f"tp2qual: {args.run} is not a run folder", file=sys.stderr)
         return 2
-    return _verify(args.run) if args.command == "verify" else _report(args.run)
+    if args.command == "verify":
+        return _verify(args.run, rehash=args.rehash)
+    return _report(args.run)
 
 
 if __name__ == "__main__":

@@ -138,7 +138,11 @@ def _semantic_problems(spec: Mapping[str, Any]) -> list[str]:
     """Rules a schema cannot say well: the campaign's baseline controls for TP>1
     (docs/campaign.md). Called only on a schema-valid ``spec`` (``read_candidate_file``), so its
     fields have their declared types."""
-    problems: list[str] = [*_baseline_flag_problems(spec), *draft_problems(spec)]
+    problems: list[str] = [
+        *_baseline_flag_problems(spec),
+        *draft_problems(spec),
+        *_reference_problems(spec),
+    ]
     throughput = spec.get("gates", {}).get("throughput", {})
     problems += key_problems(throughput) + derivation_problems(throughput, spec)
     launch = spec.get("launch", {})
@@ -161,6 +165,27 @@ def _semantic_problems(spec: Mapping[str, Any]) -> list[str]:
                     "move it to launch.env_overrides with a written reason"
                 )
     return problems
+
+
+def _reference_problems(spec: Mapping[str, Any]) -> list[str]:
+    """``[reference]`` names another serve, or says why there can be none. It is never taken
+    from an included file: a TP1 reference that includes its TP2 serve's file would otherwise
+    name itself, and a lane would be compared with its baseline's reference, not its baseline."""
+    reference = spec.get("reference")
+    if reference is None:
+        return []
+    named, absent = reference.get("candidate"), reference.get("not_applicable")
+    if (named is None) == (absent is None):
+        return [
+            "reference: give exactly one of candidate (the serve to agree with) and "
+            "not_applicable (why none can be)"
+        ]
+    if named == spec["name"]:
+        return [
+            f"reference.candidate: {named!r} is this candidate itself; a reference is another "
+            "serve (a TP1 of the same checkpoint, a lane's baseline, another engine)"
+        ]
+    return []
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -203,7 +228,9 @@ def _with_includes(
             part_spec = _read_toml(part)
         except CandidateError as exc:
             raise _include_error(chain, str(exc)) from None
-        merged = deep_merge(merged, _with_includes(part, part_spec, chain))
+        included = _with_includes(part, part_spec, chain)
+        included.pop("reference", None)  # the including file's own (see _reference_problems)
+        merged = deep_merge(merged, included)
     return deep_merge(merged, {k: v for k, v in spec.items() if k != "include"})
 
 
@@ -253,10 +280,10 @@ def read_candidate_files(folders: Iterable[Path]) -> list[CandidateFile]:
                 problems.append(str(exc))
     names = [c.spec["name"] for c in found]
     problems += [
-        f"{c.path}: reference.candidate: {c.spec['reference']['candidate']!r} is not a candidate "
+        f"{c.path}: reference.candidate: {named!r} is not a candidate "
         f"in {', '.join(str(f) for f in folders)}"
         for c in found
-        if "reference" in c.spec and c.spec["reference"]["candidate"] not in names
+        if (named := c.spec.get("reference", {}).get("candidate")) and named not in names
     ]
     problems += [
         f"candidate name {n!r} is defined twice"

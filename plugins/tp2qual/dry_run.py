@@ -1,30 +1,43 @@
 """``pytest --plan``: what a run of one candidate would do, section by section, starting nothing.
 
 ``plan_sections`` gives the sections in order: the exact launch, the image reference Docker is
-asked for, the one-request flag, gate 08's floors (direction and source), gate 07's reference,
-and everything gate 00 (preflight) will check. Each section is built from the same functions the
-run uses (the launcher's ``plan()``, ``image_reference``, ``perf.floors``, ``engine_env``), so
-the plan cannot say one thing and the run do another. Pure but for resolving a local build's
+asked for, the one-request flag, gate 08's floors (direction and source), gate 07's reference
+(with the one-GPU arithmetic a TP1 reference rests on), the time the candidate may take at the
+dated rates, and everything gate 00 (preflight) will check. ``others``: the run's other
+candidates, by name (a reference's own dated rate, whether it runs first). Each section is
+built from the same functions the run uses (the launcher's ``plan()``, ``image_reference``,
+``perf.floors``, ``engine_env``), so the plan cannot say one thing and the run do another.
+Pure but for reading the shipped prompt set and for resolving a local build's
 image pin (``.cache/…``, as the run does). A new section is one more entry in ``plan_sections``.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cache
+from typing import Any
 
+from tp2qual.budget import DEFAULT_FLOOR_TOK_S
 from tp2qual.candidate import Candidate
 from tp2qual.candidate_file import ADMISSION_FLAG, admission_flags, fill
 from tp2qual.checks.topology import BUSY_FLOOR_MIB
 from tp2qual.draft import draft_pin
 from tp2qual.engine_env import candidate_env_problems, env_basis
 from tp2qual.engines import engine_for
+from tp2qual.evidence.reference import PROMPT_SET
 from tp2qual.exceptions import CandidateError
 from tp2qual.lane_changes import plan_lines
 from tp2qual.perf.comparison import compare_baseline, roofline_for
+from tp2qual.perf.estimate import Estimate, Rate, dated_rate, estimate
+from tp2qual.perf.fit import one_gpu_fit, weights
 from tp2qual.perf.floors import judged_floors
 from tp2qual.serving.engine_check import plan_lines as engine_check_lines
 from tp2qual.serving.launchers.docker.image_ref import image_reference, is_by_digest
 from tp2qual.serving.launchers.docker.pins import resolve_pin
+
+FLOOR_KEY = "decode_tok_s_median"  # the floor an estimate falls back to
 
 
 @dataclass(frozen=True)
@@ -42,15 +55,19 @@ def render(sections: list[Section]) -> str:
     return "\n".join(s.render() for s in sections)
 
 
-def plan_sections(candidate: Candidate, launch: str) -> list[Section]:
+def plan_sections(
+    candidate: Candidate, launch: str, others: Mapping[str, Candidate] | None = None
+) -> list[Section]:
     """Every section, in order; ``launch`` is the launcher's own rendering (``plan()``)."""
+    others = others or {}
     return [
         Section("launch", tuple(launch.splitlines())),
         Section("lane changes", tuple(lane_lines(candidate))),
         Section("image", tuple(image_lines(candidate))),
         Section("one request at a time", tuple(one_request_lines(candidate))),
         Section("floors (gate 08)", tuple(floor_lines(candidate))),
-        Section("agreement reference (gate 07)", tuple(reference_lines(candidate))),
+        Section("agreement reference (gate 07)", tuple(reference_lines(candidate, others))),
+        Section("time at the dated rates", tuple(estimate_for(candidate, others).lines())),
         Section("preflight checks (gate 00)", tuple(preflight_lines(candidate))),
     ]
 
@@ -108,18 +125,85 @@ def floor_lines(candidate: Candidate) -> list[str]:
     return lines
 
 
-def reference_lines(candidate: Candidate) -> list[str]:
+def reference_lines(candidate: Candidate, others: Mapping[str, Candidate]) -> list[str]:
+    """The reference, where its transcript comes from, what is recorded of it, and for a
+    campaign serve the arithmetic of whether a TP1 reference fits one GPU."""
     if candidate.not_applicable("agreement"):
         return [f"not applicable: {candidate.not_applicable('agreement')}"]
-    if candidate.reference is None:
-        return ["none named ([reference] candidate): gate 07 is not applicable, said so"]
     named = candidate.spec.get("reference", {})
+    if candidate.reference is None:
+        why = named.get("not_applicable") or "none named ([reference] candidate)"
+        judged = [c.name for c in others.values() if c.reference == candidate.name]
+        serves = [f"the reference of {', '.join(judged)} in this run"] if judged else []
+        return [f"none: not applicable: {' '.join(why.split())}", *serves, *fit_lines(candidate)]
+    here = candidate.reference in others
     why = named.get("why", "") if named.get("candidate") else "the lane's baseline ([lane] after)"
     return [
-        f"{candidate.reference}: its transcript from this run if it passed here, else its "
-        "newest PASS under the results folder; none: not judged (INCOMPLETE)",
+        f"{candidate.reference}: its transcript from this run if it passed here"
+        + (" (it runs first in this run)" if here else "")
+        + ", else its newest PASS in a dated run folder under the results folder (never "
+        "latest); none, or a FAIL or ERROR of it in this run: not judged (INCOMPLETE)",
+        "recorded of it: model revision, engine and version, image, launch digest, suite "
+        "commit, its dated run (identity/reference.json)",
         *([f"why: {' '.join(why.split())}"] if why else []),
+        *fit_lines(candidate),
     ]
+
+
+def fit_lines(candidate: Candidate) -> list[str]:
+    """Whether the model fits one GPU, for a campaign serve that is not a lane."""
+    campaign = candidate.spec.get("campaign")
+    if not campaign or candidate.spec.get("lane", {}).get("after"):
+        return []
+    fit = one_gpu_fit(candidate.model, campaign, candidate.engine, candidate.command)
+    if isinstance(fit, str):
+        return [f"one GPU: not computed: {fit}"]
+    return [f"one GPU: {line}" if i == 0 else line for i, line in enumerate(fit.lines())]
+
+
+def estimate_for(candidate: Candidate, others: Mapping[str, Candidate]) -> Estimate:
+    """The candidate's time at the dated rates (perf/estimate.py): its own ``[baseline]``
+    figures, else its reference's, else its decode floor (the slowest a PASS allows)."""
+    reference = others.get(candidate.reference or "")
+    baselines = [candidate.spec.get("baseline"), reference and reference.spec.get("baseline")]
+    decode = _first_rate(baselines, "decode_tok_s_median") or _floor_rate(candidate)
+    first = _first_rate(baselines, "ttft_s_median") or Rate(0.0, "no dated TTFT: not counted")
+    return estimate(
+        candidate,
+        decode=decode,
+        first_token=first,
+        load=_load(candidate),
+        agreement_prompt_tokens=_agreement_prompt_tokens(),
+    )
+
+
+def _first_rate(baselines: list[Any], figure: str) -> Rate | None:
+    return next((r for b in baselines if (r := dated_rate(b, figure)) is not None), None)
+
+
+def _floor_rate(candidate: Candidate) -> Rate:
+    settings = candidate.gate("throughput")
+    comparison = compare_baseline({}, candidate.spec.get("baseline"))
+    roof = roofline_for(candidate.model, candidate.gpus, None, candidate.tp, None)
+    found = [f for f in judged_floors(settings, comparison, roof).floors if f.key == FLOOR_KEY]
+    if found:
+        return Rate(found[0].value, f"no dated rate: the decode floor ({found[0].source})")
+    return Rate(DEFAULT_FLOOR_TOK_S, "no dated rate and no floor: the request budget's 2 tok/s")
+
+
+def _load(candidate: Candidate) -> Rate:
+    campaign = candidate.spec.get("campaign") or {}
+    size, rate = weights(candidate.model), campaign.get("load_gib_per_s")
+    if isinstance(size, str) or not rate:
+        return Rate(0.0, "no dated load rate ([campaign] load_gib_per_s): not counted")
+    source = campaign.get("load_source", "stated")
+    return Rate(size.gib / rate, f"{size.gib:.1f} GiB at {rate:g} GiB/s ({source})")
+
+
+@cache
+def _agreement_prompt_tokens() -> tuple[int, ...]:
+    prompts = json.loads(PROMPT_SET.read_text())["prompts"]
+    return tuple(int(p["max_tokens"]) for p in prompts)
 
 
 def preflight_lines(candidate: Candidate) -> list[str]:

@@ -24,6 +24,7 @@ what and where.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 
 class QualError(Exception):
@@ -40,7 +41,19 @@ class CandidateError(QualError):
 
 
 class PinMismatch(QualError):
-    """What is on disk is not what the candidate pins (model sha256, image digest)."""
+    """What is on disk is not what the candidate pins (model sha256, image digest); ``facts``:
+    what was found, for gate 00 to record (``verify`` judges them again)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        candidate: str = "",
+        log_path: Path | None = None,
+        facts: dict[str, Any] | None = None,
+    ):
+        super().__init__(message, candidate=candidate, log_path=log_path)
+        self.facts = facts
 
 
 class ResponseTimeout(QualError):

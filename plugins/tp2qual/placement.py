@@ -3,26 +3,27 @@
 The placement is a pure function of what every process of the run sees alike — the selected
 candidates, the hosts file, earlier runs' findings — so the controller (which schedules) and the
 workers (which bind to a host) agree without talking. The rule is ``perf/schedule.place``'s
-``lanes-with-baseline``: a baseline and its lanes on one host, heaviest first by the time the
-newest earlier finding took. What keeps a placed candidate from running (host down, image
-missing, files of this machine on a remote host) is decided here too, before anything starts.
+``lanes-with-baseline``: a baseline and its lanes on one host, and a gate-07 reference with the
+candidates judged against it (so they run on one worker, the reference first, and see each
+other's records), heaviest first by the time the newest earlier finding took. What keeps a
+placed candidate from running (host down, image missing, files of this machine on a remote
+host) is decided here too, before anything starts.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tp2qual.candidate import Candidate
 from tp2qual.evidence.finding import read_finding
+from tp2qual.evidence.reference import dated_runs
 from tp2qual.hosts import Host, bound
 from tp2qual.perf.schedule import Job, place
 
 LocalCheck = Callable[[Candidate], str | None]  # why this machine cannot run it, or None
 DEFAULT_SECONDS = 1800.0  # a candidate never run before: the campaign's typical half hour
-RUN_FOLDER = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]+$")  # qualification runs, not benchmarks' folders
 
 
 @dataclass
@@ -50,6 +51,7 @@ def placement_for(
             seconds_of(results, c.name, run_id),
             after=after if (after := c.spec.get("lane", {}).get("after")) in names else None,
             hosts=frozenset(h.name for h in fleet.hosts if h.why_not(c) is None),
+            joins=c.reference if c.reference in names and c.reference != after else None,
         )
         for c in candidates
     ]
@@ -135,7 +137,8 @@ def _image_unresolved(host: Host, candidate: Candidate, *, pull: bool) -> str | 
 
 def _nowhere(fleet: Fleet, candidate: Candidate) -> str:
     reasons = "; ".join(
-        f"{h.name}: {h.why_not(candidate) or 'its baseline runs elsewhere'}" for h in fleet.hosts
+        f"{h.name}: {h.why_not(candidate) or 'its baseline or reference runs elsewhere'}"
+        for h in fleet.hosts
     )
     return f"no host can run it ({reasons})"
 
@@ -143,8 +146,7 @@ def _nowhere(fleet: Fleet, candidate: Candidate) -> str:
 def seconds_of(results: Path, name: str, run_id: str) -> float:
     """How long the candidate took in its newest earlier finding (gate seconds, start-up
     included), or the default: placement balances hosts by what was measured, not by guesses."""
-    runs = (p for p in results.glob("*") if RUN_FOLDER.match(p.name) and not p.is_symlink())
-    for run in sorted(runs, key=lambda p: p.name, reverse=True):  # newest first
+    for run in dated_runs(results):  # newest first, never the moving "latest" link
         finding = read_finding(run / name, results) if run.name != run_id else None
         seconds = sum(g.seconds for g in finding.gates.values()) if finding else 0.0
         if seconds > 0:

@@ -25,3 +25,10 @@ class Verdict:
     @classmethod
     def failed(cls, reason: str, **measures: Any) -> Verdict:
         return cls(False, reason, measures)
+
+
+@dataclass(frozen=True)
+class NotJudged:
+    """A check that could not judge here (nothing to judge, or no power): why, never a pass."""
+
+    reason: str

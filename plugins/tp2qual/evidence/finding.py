@@ -74,7 +74,8 @@ class GateResult:
     outcome: str = NOT_RUN
     reason: str = ""
     claims: list[Claim] = field(default_factory=list)
-    tests: dict[str, str] = field(default_factory=dict)  # test id -> outcome
+    tests: dict[str, str] = field(default_factory=dict)  # test -> passed|failed|error|skipped
+    skipped: dict[str, str] = field(default_factory=dict)  # test -> why it did not judge
     seconds: float = 0.0
     excerpt: list[str] = field(default_factory=list)  # log lines explaining a failure
     error_artifact: str = ""  # a suite error's traceback, relative to the candidate folder
@@ -88,6 +89,7 @@ class GateResult:
             "reason": self.reason,
             "claims": [c.as_dict() for c in self.claims],
             "tests": self.tests,
+            "skipped": self.skipped,
             "seconds": round(self.seconds, 3),
             "excerpt": self.excerpt,
         }
@@ -99,12 +101,14 @@ class GateResult:
         data = data if isinstance(data, Mapping) else {}
         claims = data.get("claims") if isinstance(data.get("claims"), list) else []
         tests = data.get("tests") if isinstance(data.get("tests"), Mapping) else {}
+        skipped = data.get("skipped") if isinstance(data.get("skipped"), Mapping) else {}
         diagnosis = data.get("diagnosis")
         return cls(
             outcome=str(data.get("outcome") or NOT_RUN),
             reason=str(data.get("reason") or ""),
             claims=[_claim(c) for c in claims if isinstance(c, Mapping)],
             tests={str(k): str(v) for k, v in tests.items()},
+            skipped={str(k): str(v) for k, v in skipped.items()},
             seconds=_float(data.get("seconds")),
             excerpt=[str(line) for line in data.get("excerpt") or ()],
             error_artifact=str(data.get("error_artifact") or ""),
@@ -184,6 +188,7 @@ class CandidateRecord:
             "finished": self.finished,
             "failed_gate": failure[0] if failure else None,
             "suite_error_gate": error[0] if error else None,
+            "server_down": self.server_down or None,
             "gates": {g: r.as_dict() for g, r in self.gates.items()},
         }
 
@@ -206,6 +211,7 @@ class Finding:
     started: str = ""
     failed_gate: str | None = None
     suite_error_gate: str | None = None
+    server_down: str | None = None  # "<gate> (start-up failed)" / "<gate> (server died)"
     spec: dict[str, Any] = field(default_factory=dict)
     identity: dict[str, Any] = field(default_factory=dict)
     gates: dict[str, GateResult] = field(default_factory=dict)  # every gate, NOT_RUN if absent
@@ -235,6 +241,7 @@ class Finding:
             started=str(data.get("started") or ""),
             failed_gate=data.get("failed_gate") or None,
             suite_error_gate=data.get("suite_error_gate") or None,
+            server_down=str(data["server_down"]) if data.get("server_down") else None,
             spec=mapping("candidate_spec"),
             identity=mapping("identity"),
             gates={g: GateResult.from_dict(gates.get(g)) for g in names},

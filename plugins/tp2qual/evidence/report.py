@@ -40,11 +40,13 @@ from tp2qual.evidence.performance_view import (
     sample_charts,
     stat_rows,
 )
+from tp2qual.evidence.reference import REFERENCE_IDENTITY
 from tp2qual.evidence.report_model import (
     OUTCOME_LABELS,
     SUMMARY,
     CandidateView,
     Cause,
+    CheckRow,
     ClaimRow,
     ClosedLoop,
     Fact,
@@ -129,7 +131,27 @@ def build_gate(
         tuple(_link(run_dir, p, manifest) for p in files),
         stated_sampling(cand_dir, gate),
         causes_of(result.diagnosis),
+        checks_of(result),
     )
+
+
+def checks_of(result: GateResult) -> tuple[CheckRow, ...]:
+    """Every check the gate ran and skipped (its tests, by name), in words; a
+    variant skipped apart (a mode of a parametrized check) is a row of its own."""
+    rows = [
+        CheckRow(_words(test), outcome, result.skipped.get(test, ""))
+        for test, outcome in result.tests.items()
+    ]
+    rows += [
+        CheckRow(_words(variant), "skipped", why)
+        for variant, why in result.skipped.items()
+        if variant not in result.tests
+    ]
+    return tuple(rows)
+
+
+def _words(test: str) -> str:
+    return test.removeprefix("test_").replace("_", " ")
 
 
 def closed_loop(cand_dir: Path, lines: int = 25) -> ClosedLoop | None:
@@ -197,6 +219,34 @@ def identity_facts(cand_dir: Path, finding: Finding) -> tuple[Fact, ...]:
     return tuple(Fact(k, fmt(v, 400)) for k, v in facts if v not in (None, "", {}, []))
 
 
+REFERENCE_FACTS = (
+    ("candidate", "candidate"),
+    ("run (dated folder)", "run"),
+    ("taken from", "source"),
+    ("its verdict there", "verdict"),
+    ("model revision (pin)", "model_revision"),
+    ("model resolved", "model_resolved"),
+    ("engine", "engine"),
+    ("engine version", "engine_version"),
+    ("image", "image"),
+    ("image id", "image_id"),
+    ("image digests", "image_digests"),
+    ("launch digest (sha256 of argv + env)", "launch_sha256"),
+    ("suite commit", "suite_commit"),
+    ("suite checkout changed", "suite_dirty"),
+)
+
+
+def reference_facts(cand_dir: Path, finding: Finding) -> tuple[Fact, ...]:
+    """Who made the transcript gate 07 compared with (evidence/reference.py records it); a fact
+    the reference did not record is said so, never left out silently."""
+    facts = finding.identity.get("reference") or _json(cand_dir / REFERENCE_IDENTITY) or {}
+    if not isinstance(facts, dict) or not facts:
+        return ()
+    shown = [(label, facts.get(key)) for label, key in REFERENCE_FACTS]
+    return tuple(Fact(k, "not recorded" if v is None else fmt(v, 400)) for k, v in shown)
+
+
 def _docker_host(host: Any) -> str | None:
     """``--hosts`` runs: which host served the candidate, through which endpoint and worker."""
     if not isinstance(host, dict) or not host:
@@ -227,6 +277,7 @@ def build_candidate(run_dir: Path, cand_dir: Path, manifest: dict[str, Any]) -> 
         description=finding.description,
         gates=gates,
         identity=identity_facts(cand_dir, finding),
+        reference=reference_facts(cand_dir, finding),
         launch_flags=launch_flags(cand_dir, finding),
         failures=tuple(g for g in gates if g.outcome == FAILED),
         suite_errors=tuple(g for g in gates if g.outcome == ERROR),

@@ -58,6 +58,15 @@ class Cause:
 
 
 @dataclass(frozen=True)
+class CheckRow:
+    """One check a gate ran or skipped (its test), in words: what a pass rests on."""
+
+    what: str  # the test's name as words: "model pin resolves"
+    outcome: str  # passed | failed | error | skipped
+    reason: str = ""  # why it was skipped
+
+
+@dataclass(frozen=True)
 class GateRow:
     name: str
     outcome: str
@@ -70,6 +79,7 @@ class GateRow:
     links: tuple[Link, ...]
     sampling: str = ""  # as stated in the gate's first generating request
     causes: tuple[Cause, ...] = ()  # the diagnosis of the log a failure left
+    checks: tuple[CheckRow, ...] = ()  # every check the gate ran and skipped, with the reason
 
 
 @dataclass(frozen=True)
@@ -137,6 +147,7 @@ class CandidateView:
     closed_loop: ClosedLoop | None = None
     topology: TopologyView | None = None
     topology_link: Link | None = None  # the raw snapshot
+    reference: tuple[Fact, ...] = ()  # gate 07's reference, as identity/reference.json records it
 
 
 @dataclass(frozen=True)

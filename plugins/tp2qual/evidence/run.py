@@ -11,6 +11,7 @@ from pathlib import Path
 from tp2qual.candidate import Candidate
 from tp2qual.evidence.finding import CandidateRecord, read_finding
 from tp2qual.evidence.layout import Evidence
+from tp2qual.evidence.suite import SUITE, suite_identity
 from tp2qual.redact import Redactor
 
 
@@ -50,6 +51,9 @@ class RunState:
             left = read_finding(evidence.root, self.run_dir) if self.shared else None
             if left is not None:
                 record.adopt(left)
+            if "suite" not in record.identity:  # which suite judged, in every finding
+                record.identity["suite"] = suite_identity()
+                evidence.write_json(SUITE, record.identity["suite"])
             self.records[candidate.name] = record
         return self.records[candidate.name]
 

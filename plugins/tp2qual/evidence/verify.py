@@ -7,7 +7,8 @@ requests and responses give it again (``rederive``, with the settings the run re
 start). ``verify_run`` reads a run folder and returns every problem it finds — a tampered, missing
 or unlisted file; a claim its artifact does not back; a verdict row or claim the raw exchanges do
 not give; a passed gate whose claims or exchanges do not support a pass (or a failed one whose
-show no failure); a PASS without backing; a verdict that its gates do not give. No pytest here;
+show no failure); a PASS without backing; a verdict that its gates do not give (gate by gate:
+``verify_gates``). No pytest here;
 reading files is all it does.
 """
 
@@ -24,29 +25,12 @@ from tp2qual.candidate import GATES
 from tp2qual.evidence.claims import Claim, DerivationError, derive_from, same, sha256_bytes
 from tp2qual.evidence.finding import ERROR, FAILED, PASSED, Finding, Outcome, Verdict
 from tp2qual.evidence.layout import FINDING, MANIFEST, NOT_HASHED, sha256_of
-from tp2qual.evidence.rederive import (
-    REDERIVERS,
-    RESOLVED_CANDIDATE,
-    GateRun,
-    Rederived,
-    Unrederivable,
-    read_settings,
-    supports_pass,
-)
+from tp2qual.evidence.problem import Problem
+from tp2qual.evidence.verify_gates import check_rederived
+
+__all__ = ["Problem", "Verification", "resolve_run", "verify_run"]
 
 OUTCOMES = frozenset(str(o) for o in Outcome)
-
-
-@dataclass(frozen=True)
-class Problem:
-    # tampered | missing | unlisted | manifest | finding | claim | unbacked | verdict
-    # | rederive (the raw exchanges give another value) | unsupported (outcome vs evidence)
-    kind: str
-    where: str  # path relative to the run folder
-    detail: str
-
-    def line(self) -> str:
-        return f"{self.kind.upper():<9} {self.where}: {self.detail}"
 
 
 @dataclass
@@ -59,6 +43,9 @@ class Verification:
     seconds: float = 0.0
     problems: list[Problem] = field(default_factory=list)
     rechecked: Counter[str] = field(default_factory=Counter)  # gate -> raw exchanges re-checked
+    rejudged: Counter[str] = field(default_factory=Counter)  # gate -> other raw records judged
+    notes: list[Problem] = field(default_factory=list)  # failures that stand on their reason
+    rehashed: bool = False
 
     @property
     def ok(self) -> bool:
@@ -69,10 +56,14 @@ class Verification:
         note = "" if self.final_manifest else " (manifest written before the run finished)"
         counts = ", ".join(f"{gate} {n}" for gate, n in self.rechecked.items())
         rechecked = f"; raw exchanges re-checked: {counts}" if counts else ""
+        records = ", ".join(f"{gate} {n}" for gate, n in self.rejudged.items())
+        rejudged = (f"; other raw records re-judged: {records}" if records else "")
+        rehashed = "; model bytes re-hashed" if self.rehashed else ""
+        alone = f"; {len(self.notes)} failure(s) stand on their reason alone" if self.notes else ""
         return (
             f"verify {self.run_dir.name}: {state} — {self.candidates} candidate(s), "
             f"{self.files} file(s), {self.claims} claim(s) in {self.seconds:.2f}s{note}"
-            f"{rechecked}"
+            f"{rechecked}{rejudged}{rehashed}{alone}"
         )
 
 
@@ -83,10 +74,12 @@ def resolve_run(path: Path) -> Path:
     return path.resolve()
 
 
-def verify_run(path: Path) -> Verification:
+def verify_run(path: Path, *, rehash: bool = False) -> Verification:
+    """``rehash``: hash the model's bytes again (``identity/model.json`` names the files) instead
+    of trusting the digests preflight recorded."""
     began = time.monotonic()
     run_dir = resolve_run(path)
-    result = Verification(run_dir)
+    result = Verification(run_dir, rehashed=rehash)
     listed = _load_manifest(run_dir, result)
     result.problems += check_files(run_dir, listed)
     result.files = len(listed)
@@ -167,117 +160,6 @@ def check_candidate(
         if problem:
             problems.append(Problem(problem[0], f"{where} [{gate}.{claim.name}]", problem[1]))
     return problems + check_rederived(cand_dir, finding, where, result)
-
-
-def check_rederived(
-    cand_dir: Path, finding: Finding, where: str, result: Verification
-) -> list[Problem]:
-    """Every gate that ran is judged again from its raw exchanges, with the recorded settings;
-    its verdict rows and claims must be what that gives, and its outcome what they support."""
-    ran = [g for g, r in finding.gates.items() if r.outcome in (PASSED, FAILED)]
-    if not ran:
-        return []
-    try:
-        resolved = read_settings(cand_dir)
-    except Unrederivable as exc:
-        return [Problem("rederive", f"{cand_dir.name}/{RESOLVED_CANDIDATE}", str(exc))]
-    problems = []
-    for gate in ran:
-        settings = resolved["gates"].get(gate) or {}
-        got = None
-        if gate in REDERIVERS:
-            got, problem = _rederive(cand_dir, gate, settings, resolved)
-            if problem and finding.gates[gate].outcome == FAILED and not got.records:
-                continue  # failed before its exchanges were written: its reason stands alone
-            if problem:
-                problems.append(problem)
-                continue
-            if got.records:  # a gate with nothing raw to re-check (no engine asked) is not listed
-                result.rechecked[gate] += got.records
-            problems += [
-                Problem("rederive", f"{cand_dir.name}/{m.record}", f"{gate}: {m.line()}")
-                for m in got.mismatches
-            ]
-            problems += _claims_rederived(cand_dir, gate, finding, got, where)
-        problems += _outcome_supported(gate, finding, settings, got, where)
-    return problems
-
-
-def _rederive(
-    cand_dir: Path, gate: str, settings: dict[str, Any], resolved: dict[str, Any]
-) -> tuple[Rederived, Problem | None]:
-    run = GateRun(
-        cand_dir, settings, str(resolved.get("engine")), int(resolved.get("max_model_len") or 1)
-    )
-    try:
-        return REDERIVERS[gate](run), None
-    except Unrederivable as exc:
-        return Rederived(), Problem("rederive", cand_dir.name, f"{gate}: {exc}")
-    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
-        detail = f"{gate}: the raw exchanges or recorded settings are malformed ({exc!r})"
-        return Rederived(), Problem("rederive", cand_dir.name, detail)
-
-
-def _claims_rederived(
-    cand_dir: Path, gate: str, finding: Finding, got: Rederived, where: str
-) -> list[Problem]:
-    """Each claim on a verdict artifact, derived again over the re-derived rows it covered (the
-    rows within the artifact's first ``bytes`` at claim time)."""
-    problems = []
-    for claim in finding.gates[gate].claims:
-        rows = got.rows.get(claim.artifact)
-        path = cand_dir / claim.artifact
-        if rows is None or claim.bytes is None or not path.is_file():
-            continue
-        covered = sum(1 for line in path.read_bytes()[: claim.bytes].splitlines() if line.strip())
-        data = "".join(json.dumps(r) + "\n" for r in rows[:covered]).encode()
-        try:
-            value = derive_from(data, path, claim.derive)
-        except DerivationError as exc:
-            value = f"<{exc}>"
-        if not same(claim.value, value):
-            problems.append(
-                Problem(
-                    "rederive",
-                    f"{where} [{gate}.{claim.name}]",
-                    f"claims {claim.value!r}; the raw exchanges give {value!r}",
-                )
-            )
-    return problems
-
-
-def _outcome_supported(
-    gate: str, finding: Finding, settings: dict[str, Any], got: Rederived | None, where: str
-) -> list[Problem]:
-    """A passed gate's claims support a pass and its raw exchanges fail nothing; a failed gate's
-    claims or raw exchanges show the failure."""
-    result = finding.gates[gate]
-    verdicts = {c.name: supports_pass(c.name, c.value, settings) for c in result.claims}
-    values = {c.name: c.value for c in result.claims}
-    failures = got.failures if got else []
-    if result.outcome == PASSED:
-        problems = [
-            Problem(
-                "unsupported",
-                f"{where} [{gate}.{name}]",
-                f"{gate} passed, but claim {name} = {values[name]!r} does not support a pass",
-            )
-            for name, ok in verdicts.items()
-            if ok is False
-        ]
-        return problems + [
-            Problem("unsupported", where, f"{gate} passed, but the raw exchanges fail: {f}")
-            for f in failures
-        ]
-    if got is not None and not failures and False not in verdicts.values():
-        return [
-            Problem(
-                "unsupported",
-                where,
-                f"{gate} failed, but neither its claims nor its raw exchanges show a failure",
-            )
-        ]
-    return []
 
 
 def check_verdict(finding: Finding, where: str) -> list[Problem]:

@@ -16,6 +16,7 @@ import pytest
 from tp2qual.candidate import Candidate, load_candidates
 from tp2qual.evidence.run import RunState
 from tp2qual.exceptions import CandidateError
+from tp2qual.run_order import run_order
 
 run_key = pytest.StashKey[RunState]()
 
@@ -94,18 +95,22 @@ def pytest_configure(config: pytest.Config) -> None:
     results = Path(config.getoption("results") or config.getini("results_dir"))
     if not results.is_absolute():
         results = config.rootpath / results
-    config.stash[run_key] = RunState(results, order_by_lane(candidates))
+    config.stash[run_key] = RunState(results, in_run_order(candidates))
+    config.addinivalue_line(
+        "markers",
+        f"{CAMPAIGN}: a campaign's candidate ([campaign] in its file): -m campaign runs them all",
+    )
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     config.stash.__delitem__(run_key) if run_key in config.stash else None
 
 
-def order_by_lane(candidates: list[Candidate]) -> list[Candidate]:
-    """Baselines before the optional lanes that wait for them; otherwise by name."""
-    by_name = sorted(candidates, key=lambda c: c.name)
-    baselines = [c for c in by_name if not c.spec.get("lane", {}).get("after")]
-    return baselines + [c for c in by_name if c not in baselines]
+def in_run_order(candidates: list[Candidate]) -> list[Candidate]:
+    """By name, then as a run takes them (``tp2qual.run_order``): a reference before the
+    candidates judged against it, a baseline before its lanes, one model's serves together."""
+    by_name = {c.name: c for c in sorted(candidates, key=lambda c: c.name)}
+    return [by_name[name] for name in run_order(list(by_name.values()))]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -114,9 +119,19 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     state = metafunc.config.stash[run_key]
     spread = bool(metafunc.config.getoption("hosts", None))  # hosts plugin: judged per host
     params = [
-        pytest.param(c, id=c.name, marks=[] if spread else _skip_marks(c)) for c in state.candidates
+        pytest.param(c, id=c.name, marks=_campaign_marks(c) + ([] if spread else _skip_marks(c)))
+        for c in state.candidates
     ]
     metafunc.parametrize("candidate", params, scope="session")
+
+
+CAMPAIGN = "campaign"
+
+
+def _campaign_marks(candidate: Candidate) -> list[pytest.MarkDecorator]:
+    """``-m campaign`` selects every candidate whose file (or an included part) has
+    ``[campaign]``: the whole campaign, run in its order by the gating plugin."""
+    return [pytest.mark.campaign] if candidate.spec.get(CAMPAIGN) else []
 
 
 def _skip_marks(candidate: Candidate) -> list[pytest.MarkDecorator]:

@@ -18,15 +18,19 @@ from typing import Any
 
 import pytest
 
-from tp2qual.candidate import GATES
+from tp2qual.candidate import GATES, Candidate
+from tp2qual.draft import draft_pin
 from tp2qual.evidence.finding import ERROR, FAILED, NOT_RUN, CandidateRecord, Finding
 from tp2qual.evidence.layout import REPORT, write_manifest
 from tp2qual.evidence.rederive import RESOLVED_CANDIDATE
 from tp2qual.evidence.report import gate_artifacts, write_report
 from tp2qual.evidence.run import RunState
 from tp2qual.evidence.verify import verify_run
+from tp2qual.exceptions import CandidateError
 from tp2qual.hooks.candidates import run_key
 from tp2qual.hooks.gating import candidate_of, gate_of
+from tp2qual.serving.diagnose import settings_in_force
+from tp2qual.serving.probe import backend_of
 
 suite_property_key = pytest.StashKey[Callable[[str, object], None]]()
 claims_before_key = pytest.StashKey[frozenset[tuple[str, str, str]]]()
@@ -154,7 +158,7 @@ def pytest_runtest_makereport(
         return report
     record, gate = context
     if report.when == "setup":
-        record_resolved_candidate(record)
+        record_resolved_candidate(record, run_options(item.config))
         item.stash[claims_before_key] = _claim_keys(record, gate)
     elif report.when == "call":
         _claim_properties(item, report, record, gate)
@@ -163,9 +167,12 @@ def pytest_runtest_makereport(
     return report
 
 
-def record_resolved_candidate(record: CandidateRecord) -> None:
+def record_resolved_candidate(
+    record: CandidateRecord, options: dict[str, Any] | None = None
+) -> None:
     """Before the candidate's first gate runs: the settings every gate runs with, as resolved
-    (defaults merged), so ``verify`` re-derives verdicts with these, not today's candidate file."""
+    (defaults merged), so ``verify`` re-derives verdicts with these, not today's candidate file.
+    ``options``: the run's own settings a gate judges with (``--allow-busy``, ``--desktop-mib``)."""
     if (record.evidence.root / RESOLVED_CANDIDATE).is_file():
         return  # written at the run's start (or by a worker before this one)
     candidate = record.candidate
@@ -174,12 +181,44 @@ def record_resolved_candidate(record: CandidateRecord) -> None:
         {
             "name": candidate.name,
             "engine": candidate.engine,
+            "engine_version": candidate.spec["engine"].get("version"),  # as stated (gate 02)
+            "launcher": candidate.launcher_kind,
             "max_model_len": candidate.max_model_len,
             "served_name": candidate.served_name,
+            "tp": candidate.tp,
             "command": candidate.command,  # the launch as written: the backends it asks for
+            "model": _pins(candidate),  # gate 00's pins
+            "gpus": candidate.gpus,  # gate 00's GPU needs
+            "options": options or {},
+            "nccl": _nccl_settings(candidate),  # gate 01's settings in force
             "gates": {gate: candidate.gate(gate) for gate in GATES},
         },
     )
+
+
+def _pins(candidate: Candidate) -> dict[str, Any]:
+    draft = candidate.model.get("draft")
+    try:
+        draft_value = draft_pin(draft, candidate.path).value if draft else None
+    except CandidateError:
+        draft_value = None
+    return {"revision": candidate.model["revision"], "draft_pin": draft_value}
+
+
+def _nccl_settings(candidate: Candidate) -> dict[str, Any]:
+    """The backend, environment and container settings gate 01 judges the logs with (the host
+    comes from the run's own records, ``identity/host.json`` and ``topology.json``)."""
+    settings = settings_in_force(candidate, {})
+    return {"backend": backend_of(candidate), "env": settings["env"],
+            "container": settings["container"]}  # fmt: skip
+
+
+def run_options(config: pytest.Config) -> dict[str, Any]:
+    """The command-line settings a gate judges with, as the run had them."""
+    return {
+        "allow_busy": bool(config.getoption("allow_busy", False)),
+        "desktop_mib": config.getoption("desktop_mib", None),
+    }
 
 
 def _gate_record(item: pytest.Item) -> tuple[CandidateRecord, str] | None:

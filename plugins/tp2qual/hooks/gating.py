@@ -16,7 +16,7 @@ is never blamed.
 from __future__ import annotations
 
 import re
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -33,13 +33,16 @@ from tp2qual.evidence.finding import (
     PASSED,
     STOPPING,
     CandidateRecord,
+    GateResult,
     Verdict,
     read_finding,
 )
 from tp2qual.evidence.layout import FINDING
+from tp2qual.evidence.reference import find_reference, prompt_set_sha256
 from tp2qual.evidence.run import RunState
 from tp2qual.exceptions import QualError, ServerError
 from tp2qual.hooks.candidates import run_key
+from tp2qual.run_order import run_order
 from tp2qual.serving.diagnose import diagnose_log
 
 
@@ -58,6 +61,10 @@ def candidate_of(item: pytest.Item) -> Candidate | None:
 
 # How a gate skipped by ``verdict_for`` is recorded, by the reason's first words.
 SKIPPED_AS = (("not applicable", NOT_APPLICABLE), ("not run", NOT_RUN))
+
+# Set on a test the setup hook skipped for its whole gate (not applicable, blocked, not run):
+# the gate's outcome says why, so the skip is not one of the gate's checks.
+gate_skipped_key = pytest.StashKey[bool]()
 
 
 def verdict_for(state: RunState, record: CandidateRecord, gate: str) -> str | None:
@@ -102,42 +109,109 @@ def _context(item: pytest.Item) -> tuple[RunState, CandidateRecord, str] | None:
 
 
 @pytest.hookimpl(trylast=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Each candidate's gates together, in gate order, candidates in lane order, each after its
-    reference (gate agreement compares with the reference's transcript of this run).
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Each candidate's gates together, in gate order, candidates in run order
+    (``tp2qual.run_order``: a reference before the candidates judged against it, a baseline
+    before its lanes, one model's serves before the next model's); first, the references that
+    ``-k``/``-m`` left out but a selected candidate needs (``bring_references``).
 
     pytest's own fixture reordering groups by the session parameter but can interleave modules
     once a gate is parametrized itself; an explicit stable sort makes the order a contract.
     """
+    bring_references(config, items)
     position = {id(item): i for i, item in enumerate(items)}
-    order: dict[str, int] = {}
+    met: dict[str, Candidate] = {}
+    for item in items:
+        if (candidate := candidate_of(item)) is not None:
+            met.setdefault(candidate.name, candidate)
+    rank = {name: i for i, name in enumerate(run_order(list(met.values())))}
 
     def key(item: pytest.Item) -> tuple[int, int, int]:
         candidate, gate = candidate_of(item), gate_of(item)
         if candidate is None or gate is None:
             return (-1, -1, position[id(item)])
-        rank = order.setdefault(candidate.name, len(order))
-        return (rank, GATES.index(gate), position[id(item)])
+        return (rank[candidate.name], GATES.index(gate), position[id(item)])
 
-    met: dict[str, Candidate] = {}
-    for item in items:  # candidates by first appearance (= lane order), each after its reference
-        if (candidate := candidate_of(item)) is not None:
-            met.setdefault(candidate.name, candidate)
-    for name in met:
-        rank_after_reference(name, met, order)
     items.sort(key=key)
 
 
-def rank_after_reference(name: str, met: dict[str, Candidate], order: dict[str, int]) -> None:
-    """Rank ``name``'s reference first when it runs here too, so its transcript of this run can
-    be compared (gate ``agreement``); a loop of references keeps first-appearance order."""
-    if name in order:
+# ---------------------------------------------------------------- references -k left out
+
+deselected_key = pytest.StashKey[list[pytest.Item]]()
+brought_key = pytest.StashKey[list[str]]()
+BROUGHT_OUTPUT = "tp2qual_brought"  # an xdist worker's lines, for the controller (hooks/hosts)
+
+
+def pytest_deselected(items: Sequence[pytest.Item]) -> None:
+    """What ``-k``, ``-m`` or ``--deselect`` left out, kept for ``bring_references``."""
+    if items:
+        items[0].config.stash.setdefault(deselected_key, []).extend(items)
+
+
+def bring_references(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A selected candidate's gate 07 needs its reference's PASS (a lane's: its baseline's).
+    When the reference was deselected (``-k NAME`` matches the candidate, not its reference)
+    and has no PASS of this prompt set under the results folder, its gates are brought back
+    into the run, after pytest's own deselection, and one line says so; the ordering then runs
+    it first. Transitively: a brought reference's own reference comes too."""
+    left = config.stash.get(deselected_key, [])
+    if not left:
         return
-    order[name] = -1  # being ranked: a reference loop stops here
-    reference = met[name].reference
-    if reference in met and reference not in order:
-        rank_after_reference(reference, met, order)
-    order[name] = sum(rank >= 0 for rank in order.values())
+    state = config.stash[run_key]
+    by_name = {c.name: c for c in state.candidates}
+    selected = {c.name for item in items if (c := candidate_of(item)) is not None}
+    waiting = [n for n in by_name if n in selected and _judges_agreement(by_name[n], items)]
+    digest = prompt_set_sha256()
+    said = config.stash.setdefault(brought_key, [])
+    while waiting:
+        name = waiting.pop(0)
+        reference = by_name[name].reference
+        if reference is None or reference in selected or reference not in by_name:
+            continue
+        if not isinstance(why := find_reference(state, reference, digest), str):
+            continue  # an earlier PASS to judge against: nothing to bring
+        theirs = [i for i in left if (c := candidate_of(i)) is not None and c.name == reference]
+        if not theirs:
+            continue
+        items.extend(theirs)
+        left[:] = [i for i in left if i not in theirs]
+        _undo_deselected(config, theirs)
+        selected.add(reference)
+        said.append(
+            f"tp2qual: {reference} brought into this run: {name} is judged against it "
+            f"(gate 07) and {why.removeprefix(f'reference {reference!r} ')}"
+        )
+        if _judges_agreement(by_name[reference], theirs):
+            waiting.append(reference)
+    if said and hasattr(config, "workeroutput"):  # an xdist worker: its terminal is not shown
+        config.workeroutput[BROUGHT_OUTPUT] = list(said)
+
+
+def _judges_agreement(candidate: Candidate, items: Sequence[pytest.Item]) -> bool:
+    """Whether the candidate's gate 07 is among ``items`` and may run (not skipped outright)."""
+    if candidate.not_applicable("agreement"):
+        return False
+    return any(
+        gate_of(i) == "agreement"
+        and (c := candidate_of(i)) is not None
+        and c.name == candidate.name
+        and i.get_closest_marker("skip") is None
+        for i in items
+    )
+
+
+def _undo_deselected(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The terminal's count of deselected tests, without the ones brought back."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    stats = getattr(reporter, "stats", {}).get("deselected")
+    if stats:
+        stats[:] = [i for i in stats if i not in items]
+
+
+def pytest_report_collectionfinish(config: pytest.Config) -> list[str]:
+    """The lines ``bring_references`` wrote, under pytest's "collected N items"."""
+    said: list[str] = config.stash.get(brought_key, [])
+    return said
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -157,6 +231,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         result.outcome = next((o for w, o in SKIPPED_AS if why.startswith(w)), BLOCKED)
         result.reason = why
         record.save()
+    item.stash[gate_skipped_key] = True
     pytest.skip(why)
 
 
@@ -165,8 +240,11 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
-    # No record for a candidate this machine cannot run (pytest's own skip says why), in any phase.
-    cannot_run = report.skipped or item.get_closest_marker("skip") is not None
+    # No record for a candidate this machine cannot run (pytest's own skip says why), in any
+    # phase, nor a check of a gate skipped as a whole (its outcome says why); a check a running
+    # gate skipped is recorded with its reason.
+    cannot_run = item.get_closest_marker("skip") is not None
+    cannot_run |= item.stash.get(gate_skipped_key, False)
     context = None if cannot_run else _context(item)
     if context is not None:
         _note(item, report, call, context[1], context[2])
@@ -198,6 +276,10 @@ def raised_in_a_gate(tb: TracebackType) -> bool:
     return any(getattr(mark, "name", None) in GATES for mark in marks)
 
 
+# A parametrized check (gate 05's modes) keeps its worst outcome under its one name.
+RANK = {"skipped": 0, "passed": 1, "error": 2, "failed": 3}
+
+
 def _note(
     item: pytest.Item,
     report: pytest.TestReport,
@@ -208,26 +290,49 @@ def _note(
     result = record.gates[gate]
     test = item.originalname if isinstance(item, pytest.Function) else item.name
     if report.failed and blames_candidate(call.excinfo):
-        result.tests[test] = "failed"
+        _outcome(result, test, "failed")
         if result.outcome != FAILED:
             result.outcome = FAILED
             result.reason = _one_line_cause(report)
             result.excerpt = _excerpt(record)
             result.diagnosis = _diagnosis(record, test)
     elif report.failed:
-        result.tests[test] = "error"
+        _outcome(result, test, "error")
         if result.outcome not in (FAILED, ERROR):  # a proven failure, or the first error, stays
             result.outcome = ERROR
             result.reason = "suite error (not the candidate's fault): " + _one_line_cause(report)
             result.error_artifact = record.evidence.write_text(
                 f"suite_errors/{gate}-{_safe(test)}-{report.when}.txt", report.longreprtext
             )
+    elif report.skipped:
+        _outcome(result, test, "skipped")
+        result.skipped[_variant(item, test)] = _skip_reason(report)
     elif report.when == "call":
-        result.tests[test] = "passed"
+        _outcome(result, test, "passed")
         if result.outcome not in (FAILED, ERROR):
             result.outcome = PASSED
     result.seconds += report.duration  # every phase of every test of the gate
     record.save()
+
+
+def _outcome(result: GateResult, test: str, outcome: str) -> None:
+    """A check's outcome; over a parametrized check's variants the worst one stays."""
+    if test not in result.tests or RANK[outcome] >= RANK.get(result.tests[test], 0):
+        result.tests[test] = outcome
+
+
+def _variant(item: pytest.Item, test: str) -> str:
+    """``test`` with its parameters besides the candidate (``test_tool_call[auto]``)."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    shown = [str(v) for k, v in params.items() if k != "candidate"]
+    return f"{test}[{'-'.join(shown)}]" if shown else test
+
+
+def _skip_reason(report: pytest.TestReport) -> str:
+    """The reason ``pytest.skip`` was given (pytest keeps it as (path, line, "Skipped: …"))."""
+    longrepr = report.longrepr
+    text = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+    return text.removeprefix("Skipped: ")
 
 
 def _diagnosis(record: CandidateRecord, test: str) -> dict[str, Any] | None:

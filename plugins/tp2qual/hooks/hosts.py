@@ -5,7 +5,8 @@ transports anything itself:
 
 - one xdist worker per host (``-n`` is set to the number of hosts);
 - the placement (``perf/schedule.place``, rule ``lanes-with-baseline``: a baseline and its lanes
-  on one host, longest first) is computed from the collection, the same on every worker and on
+  on one host, a gate-07 reference with the candidates judged against it, longest first) is
+  computed from the collection, the same on every worker and on
   the controller; xdist's own scope scheduler (``LoadScopeScheduling``) is handed one scope per
   host, so all of one host's candidates go, in gate order, to one worker, which points Docker at
   that host (``hosts.bind``) before its first test. (Not ``--dist loadgroup``: on pytest 9.2 its
@@ -34,7 +35,7 @@ from tp2qual.evidence.layout import FINDING, atomic_write
 from tp2qual.evidence.run import RunState
 from tp2qual.hooks.candidates import run_key, why_not_runnable
 from tp2qual.hooks.evidence import finding_properties, seal_run, write_summary
-from tp2qual.hooks.gating import candidate_of
+from tp2qual.hooks.gating import BROUGHT_OUTPUT, candidate_of
 from tp2qual.hooks.gpus import snapshot_reader_key
 from tp2qual.hosts import Host, HostsError, bind, bound, load_hosts
 from tp2qual.placement import (
@@ -47,6 +48,7 @@ from tp2qual.placement import (
 
 RUN_ID_INPUT, DOWN_INPUT = "tp2qual_run_id", "tp2qual_hosts_down"
 fleet_key = pytest.StashKey[Fleet]()
+brought_shown_key = pytest.StashKey[list[str]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -314,6 +316,15 @@ def _sweep_run(fleet: Fleet, run_id: str) -> None:
                 continue
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """xdist (controller): what a worker brought into the run (``gating.bring_references``),
+    said once at the end, since a worker's terminal is not shown."""
+    said = getattr(node, "workeroutput", {}).get(BROUGHT_OUTPUT) or []
+    shown = node.config.stash.setdefault(brought_shown_key, [])
+    shown.extend(line for line in said if line not in shown)
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """The controller's one line per candidate, read from the findings the workers wrote."""
     config = terminalreporter.config
@@ -321,6 +332,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     state = config.stash.get(run_key, None)
     if fleet is None or state is None or state.records or _is_worker(config):
         return
+    for line in config.stash.get(brought_shown_key, []):
+        terminalreporter.write_line(line)
     if findings := _findings(state.run_dir):
         write_summary(terminalreporter, "qualification on hosts", state.run_dir, findings)
 

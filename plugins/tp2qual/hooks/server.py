@@ -10,7 +10,7 @@ cause and log tail; later gates are then blocked by the gating plugin, not re-ra
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import nullcontext
 from pathlib import Path
 from tempfile import gettempdir
@@ -22,10 +22,13 @@ from tp2qual import dry_run
 from tp2qual.candidate import Candidate
 from tp2qual.evidence.claims import make_claim
 from tp2qual.evidence.finding import CandidateRecord
+from tp2qual.exceptions import PinMismatch
 from tp2qual.hooks.candidates import run_key
 from tp2qual.hooks.gating import candidate_of, gate_of
+from tp2qual.hooks.hosts import fleet_key
 from tp2qual.hooks.progress import watch_for
 from tp2qual.redact import Redactor
+from tp2qual.run_plan import run_sections
 from tp2qual.serving.identity import host_identity, model_identity
 from tp2qual.serving.managed import ManagedServer, build_launcher
 from tp2qual.serving.server import Api, Server
@@ -48,21 +51,31 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
     if not session.config.getoption("plan"):
         return None
     state = session.config.stash[run_key]
-    chosen = {c.name for item in session.items if (c := candidate_of(item)) is not None}
+    chosen: dict[str, Candidate] = {}  # in run order: the order the gating plugin sorted
+    for item in session.items:
+        if (candidate := candidate_of(item)) is not None:
+            chosen.setdefault(candidate.name, candidate)
     writer = session.config.get_terminal_writer()
-    for candidate in state.candidates:
-        if candidate.name in chosen:
-            writer.line(f"# {candidate.name}  ({candidate.launcher_kind}, TP{candidate.tp})")
-            writer.line(plan_for(candidate, state.run_id))
-            writer.line()
+    for candidate in chosen.values():
+        writer.line(f"# {candidate.name}  ({candidate.launcher_kind}, TP{candidate.tp})")
+        writer.line(plan_for(candidate, state.run_id, chosen))
+        writer.line()
+    estimates = {name: dry_run.estimate_for(c, chosen) for name, c in chosen.items()}
+    fleet = session.config.stash.get(fleet_key, None)
+    hosts = fleet.placement if fleet is not None else None
+    writer.line("## the run: every candidate above, in this order")
+    writer.line(dry_run.render(run_sections(list(chosen.values()), estimates, hosts)))
     return True
 
 
-def plan_for(candidate: Candidate, run_id: str) -> str:
-    """The candidate's dry run: its sections (tp2qual.dry_run), in order."""
+def plan_for(
+    candidate: Candidate, run_id: str, others: Mapping[str, Candidate] | None = None
+) -> str:
+    """The candidate's dry run: its sections (tp2qual.dry_run), in order; ``others``: the
+    run's candidates by name."""
     log = Path(gettempdir()) / "tp2qual-plan.log"  # never written: nothing starts
     launch = build_launcher(candidate, log, Redactor(candidate.env()), run_id=run_id).plan()
-    return dry_run.render(dry_run.plan_sections(candidate, launch))
+    return dry_run.render(dry_run.plan_sections(candidate, launch, others))
 
 
 @pytest.fixture(scope="session")
@@ -70,7 +83,8 @@ def record(candidate: Candidate, request: pytest.FixtureRequest) -> CandidateRec
     """The candidate's evidence record (folder created on first use)."""
     state = request.config.stash[run_key]
     rec = state.record(candidate)
-    if not rec.identity:
+    # Each fact once (the hosts plugin may have recorded the Docker host before this fixture).
+    if "host" not in rec.identity:
         rec.identity["host"] = host_identity()
         rec.evidence.write_json("identity/host.json", rec.identity["host"])
         rec.save()
@@ -80,8 +94,16 @@ def record(candidate: Candidate, request: pytest.FixtureRequest) -> CandidateRec
 @pytest.fixture(scope="session")
 def model_pin(candidate: Candidate, record: CandidateRecord) -> dict[str, Any]:
     """The model the candidate pins, proven to be the pinned bytes or revision, once per
-    candidate (raises PinMismatch naming file, revision and pin)."""
-    facts = model_identity(candidate)
+    candidate (raises PinMismatch naming file, revision and pin). What was found is recorded
+    either way, so ``verify`` can judge the pin again (``checks.preflight``)."""
+    try:
+        facts = model_identity(candidate)
+    except PinMismatch as exc:
+        if exc.facts is not None:
+            record.identity["model"] = exc.facts
+            record.evidence.write_json("identity/model.json", exc.facts)
+            record.save()
+        raise
     record.identity["model"] = facts
     record.evidence.write_json("identity/model.json", facts)
     record.save()

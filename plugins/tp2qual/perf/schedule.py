@@ -17,22 +17,25 @@ Contract:
 - Rules: ``"in-order"`` deals jobs out round-robin in the given order (the naive baseline);
   ``"longest-first"`` is LPT: jobs by seconds descending, each to the eligible host with the
   least load so far, lanes treated as independent jobs; ``"lanes-with-baseline"`` (default) is
-  LPT over units, a unit being a baseline and its lanes (their seconds summed) placed together on
-  a host eligible for all of them, baseline first, then its lanes by name.
+  LPT over units, a unit being the jobs linked by ``after`` (a lane's baseline) or ``joins`` (a
+  job's gate-07 reference, which must run where the job can see it: the same host, first), their
+  seconds summed, placed together on a host eligible for all of them: each job after the jobs it
+  links to, ties by name (a baseline, then its lanes by name; a reference, then the jobs joining
+  it). Only this rule honours ``joins``; the other two place such jobs independently.
 - Under the first two rules a lane never runs before a non-lane job of its host (each host's list
   is its non-lanes in placement order, then its lanes in placement order), so no host ever waits
   for a job queued behind a waiting one: the placement cannot deadlock.
 - A job is unplaced when no host is eligible (``hosts`` given and none of them listed), when its
-  baseline is unplaced, or, under ``"lanes-with-baseline"``, when no eligible host of its
-  baseline (and of the lanes already joined, taken by name) may also run it.
+  baseline is unplaced, or, under ``"lanes-with-baseline"``, when the job it joins is unplaced or
+  no host eligible for the unit's jobs placed before it may also run it.
 - ``simulate(jobs, placement)`` runs each host's list in order, one job at a time, from t = 0; a
   job starts when its host is free and, for a lane, when its baseline has ended. It returns a
   :class:`Simulation`: wall seconds (last end), per-host busy seconds, per-host utilisation
   (busy / wall; 0 when wall is 0), idle seconds spent waiting for baselines (per host and in
   total) and each job's start and end.
 - Pure: no pytest, no I/O. Malformed input (duplicate names, a lane after a lane or after
-  itself, negative seconds, an unknown rule, an unknown or unplaced job in a placement, a
-  placement that deadlocks) raises ``ValueError``.
+  itself, a job joining itself, negative seconds, an unknown rule, an unknown or unplaced job in
+  a placement, a placement that deadlocks) raises ``ValueError``.
 """
 
 from __future__ import annotations
@@ -48,12 +51,14 @@ DEFAULT_RULE = "lanes-with-baseline"
 @dataclass(frozen=True)
 class Job:
     """One qualification run: ``seconds`` on one host; ``after`` names the baseline a lane waits
-    for; ``hosts`` the host names that may run it (None: any)."""
+    for; ``hosts`` the host names that may run it (None: any); ``joins`` the job it must share a
+    host with and run after (its gate-07 reference), without waiting for it to pass."""
 
     name: str
     seconds: float
     after: str | None = None
     hosts: frozenset[str] | None = None
+    joins: str | None = None
 
     def may_run_on(self, host: str) -> bool:
         return self.hosts is None or host in self.hosts
@@ -117,6 +122,8 @@ def _check_jobs(jobs: Sequence[Job]) -> dict[str, Job]:
             raise ValueError(f"job {job.name!r}: negative seconds {job.seconds}")
         if job.after == job.name:
             raise ValueError(f"job {job.name!r} is a lane after itself")
+        if job.joins == job.name:
+            raise ValueError(f"job {job.name!r} joins itself")
         by_name[job.name] = job
     for job in jobs:
         baseline = by_name.get(job.after) if job.after else None
@@ -190,34 +197,93 @@ def _place_single(jobs: Sequence[Job], hosts: list[str], rule: str) -> Placement
     return Placement(rule, by_host, unplaced)
 
 
-def _units(jobs: Sequence[Job], hosts: list[str]) -> tuple[list[Unit], dict[str, str]]:
-    """(members, eligible hosts) per unit, baseline first; and the lanes that fit no unit."""
+def _links(job: Job, by_name: Mapping[str, Job]) -> list[str]:
+    """The jobs ``job`` shares a host with and runs after: its baseline, the job it joins."""
+    named = (n for n in (job.after, job.joins) if n is not None)
+    return [n for n in dict.fromkeys(named) if n in by_name and n != job.name]
+
+
+def _linked_order(jobs: Sequence[Job]) -> list[Job]:
+    """Every job after the jobs it links to, ties by name (a loop keeps name order)."""
     by_name = {job.name: job for job in jobs}
-    lanes: dict[str, list[Job]] = {}
-    for job in sorted(jobs, key=lambda j: j.name):
-        if _waits(job, by_name):
-            lanes.setdefault(job.after or "", []).append(job)
+    order: list[str] = []
+
+    def visit(name: str, path: frozenset[str]) -> None:
+        if name in order or name in path:
+            return
+        for link in sorted(_links(by_name[name], by_name)):
+            visit(link, path | {name})
+        if name not in order:
+            order.append(name)
+
+    for name in sorted(by_name):
+        visit(name, frozenset())
+    return [by_name[name] for name in order]
+
+
+def _components(jobs: Sequence[Job]) -> list[list[Job]]:
+    """The jobs linked by ``after`` or ``joins``, each component in linked order."""
+    by_name = {job.name: job for job in jobs}
+    root = {name: name for name in by_name}
+
+    def find(name: str) -> str:
+        while root[name] != name:
+            name = root[name]
+        return name
+
+    for job in jobs:
+        for link in _links(job, by_name):
+            root[find(job.name)] = find(link)
+    found: dict[str, list[Job]] = {}
+    for job in _linked_order(jobs):
+        found.setdefault(find(job.name), []).append(job)
+    return list(found.values())
+
+
+def _units(jobs: Sequence[Job], hosts: list[str]) -> tuple[list[Unit], dict[str, str]]:
+    """(members, eligible hosts) per unit, each member after what it links to; and the jobs
+    that fit no unit, with the reason."""
+    by_name = {job.name: job for job in jobs}
     units: list[Unit] = []
     unplaced: dict[str, str] = {}
-    for job in jobs:
-        if _waits(job, by_name):
-            continue
-        members, eligible = [job], _eligible(job, hosts)
-        for lane in lanes.get(job.name, []):
-            shared = [host for host in eligible if lane.may_run_on(host)]
-            if eligible and not _eligible(lane, hosts):
-                unplaced[lane.name] = _no_host_reason(lane)
+    for component in _components(jobs):
+        members: list[Job] = []
+        eligible: list[str] | None = None
+        for job in component:
+            why = _why_apart(job, by_name, unplaced, eligible, hosts)
+            if why:
+                unplaced[job.name] = why
                 continue
-            if eligible and not shared:
-                unplaced[lane.name] = (
-                    f"no host may run it together with its baseline {job.name!r}"
-                    f" (baseline's eligible hosts: {', '.join(eligible)})"
-                )
-                continue
-            members.append(lane)
-            eligible = shared
-        units.append((members, eligible))
+            members.append(job)
+            own = _eligible(job, hosts)
+            eligible = own if eligible is None else [h for h in eligible if h in own]
+        if members:
+            units.append((members, eligible or []))
     return units, unplaced
+
+
+def _why_apart(
+    job: Job,
+    by_name: Mapping[str, Job],
+    unplaced: Mapping[str, str],
+    eligible: list[str] | None,
+    hosts: list[str],
+) -> str | None:
+    """Why ``job`` cannot join its unit's host, or None."""
+    kind = {job.after: "baseline", job.joins: "reference"}
+    for link in _links(job, by_name):
+        if link in unplaced:
+            return f"its {kind[link]} {link!r} is not placed"
+    own = _eligible(job, hosts)
+    if not own:
+        return _no_host_reason(job)
+    if eligible is not None and not [h for h in eligible if h in own]:
+        link = next(iter(_links(job, by_name)), "")
+        return (
+            f"no host may run it together with its {kind.get(link, 'unit')} {link!r}"
+            f" (eligible hosts so far: {', '.join(eligible) or 'none'})"
+        )
+    return None
 
 
 def _place_units(jobs: Sequence[Job], hosts: list[str]) -> Placement:
@@ -226,12 +292,6 @@ def _place_units(jobs: Sequence[Job], hosts: list[str]) -> Placement:
     load = dict.fromkeys(hosts, 0.0)
     units.sort(key=lambda unit: (-sum(j.seconds for j in unit[0]), unit[0][0].name))
     for members, eligible in units:
-        baseline = members[0]
-        if not eligible:
-            unplaced[baseline.name] = _no_host_reason(baseline)
-            for lane in members[1:]:
-                unplaced[lane.name] = f"its baseline {baseline.name!r} is not placed"
-            continue
         host = _least_loaded(eligible, load)
         by_host[host].extend(job.name for job in members)
         load[host] += sum(job.seconds for job in members)

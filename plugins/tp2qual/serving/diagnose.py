@@ -11,30 +11,26 @@ from typing import Any
 
 from tp2qual.candidate import Candidate
 from tp2qual.checks.diagnosis import Diagnosis, diagnose
+from tp2qual.checks.nccl_gate import host_settings, serving_host
+
+__all__ = ["diagnose_log", "serving_host", "settings_in_force"]
 
 
 def settings_in_force(candidate: Candidate, identity: dict[str, Any]) -> dict[str, Any]:
-    """``diagnose`` keyword arguments: env, container (None for a local process), host, tp."""
+    """``diagnose`` keyword arguments: env, container (None for a local process), host, tp.
+    (``serving_host``: the facts of the machine that served, ``checks.nccl_gate``.)"""
     container = None
     if candidate.launcher_kind == "docker":
         docker = candidate.launch.get("docker", {})
         # The launcher gives the host's IPC namespace for either setting (launchers/docker).
         shared = bool(docker.get("ipc_host") or docker.get("shm_size"))
         container = {"ipc_host": shared, "shm_size": docker.get("shm_size"), "gpus": "all"}
-    host = serving_host(identity)
     return {
         "tp": candidate.tp,
         "env": candidate.env(),
         "container": container,
-        "host": {"wsl2": bool(host.get("wsl2"))} if "wsl2" in host else None,
+        "host": host_settings(identity),
     }
-
-
-def serving_host(identity: dict[str, Any]) -> dict[str, Any]:
-    """Facts of the machine that ran the server: the GPU snapshot's host (read there by a probe
-    container when the run spreads over Docker hosts), else the machine running pytest."""
-    read_there = (identity.get("topology") or {}).get("host") or {}
-    return read_there if read_there.get("wsl2") is not None else identity.get("host") or {}
 
 
 def diagnose_log(path: Path, candidate: Candidate, identity: dict[str, Any]) -> Diagnosis | None:

@@ -12,20 +12,22 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tp2qual.checks import preflight
 from tp2qual.evidence.layout import atomic_write
 
-SHA256 = re.compile(r"[0-9a-f]{64}")
-GIT_SHA1 = re.compile(r"[0-9a-f]{40}")
 BLOCK = 1 << 24
 
 
 class SnapshotMismatch(ValueError):
     """The snapshot's bytes are not what their content addresses say, or a shard is missing."""
+
+    def __init__(self, message: str, facts: dict[str, Any] | None = None):
+        super().__init__(message)
+        self.facts = facts or {}
 
 
 @dataclass
@@ -71,66 +73,68 @@ class DigestCache:
 
 def git_blob_sha1(file: Path) -> str:
     """The id git (and the hub cache, for a non-LFS file) gives these bytes."""
-    data = file.read_bytes()
-    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
+    return preflight.git_blob_sha1(file.read_bytes())
+
+
+def snapshot_facts(snapshot: Path, digests: DigestCache) -> dict[str, Any]:
+    """What the snapshot holds: each file's link, the blob it resolves to and the digest of the
+    blob's bytes (hashing stops at the first file whose record fails ``file_problem``), and
+    the shards the index names. Judged by ``checks.preflight.snapshot_problem``."""
+    links = sorted(p for p in snapshot.rglob("*") if p.is_symlink() or p.is_file())
+    files: list[dict[str, Any]] = []
+    for link in links:
+        files.append(_entry(link.relative_to(snapshot).as_posix(), link.resolve(), digests))
+        if preflight.file_problem(files[-1]):
+            break
+    return {"snapshot": str(snapshot), "files": files, "index": _index(snapshot)}
 
 
 def check_snapshot(snapshot: Path, digests: DigestCache) -> dict[str, Any]:
     """Every file of ``snapshot`` resolved to its blob and checked against the blob's name;
-    the shard set against the index. Raises SnapshotMismatch naming the file."""
-    links = sorted(p for p in snapshot.rglob("*") if p.is_symlink() or p.is_file())
-    if not links:
-        raise SnapshotMismatch(f"{snapshot} holds no files: no pinned bytes to prove")
-    files = []
-    for link in links:
-        rel = link.relative_to(snapshot).as_posix()
-        blob = link.resolve()
-        if not blob.is_file():
-            raise SnapshotMismatch(f"{rel} points at {blob}, which is not on disk")
-        if blob.parent.name != "blobs":
-            raise SnapshotMismatch(
-                f"{rel} is not a link into the cache's blobs/: its content address is unknown"
-            )
-        files.append(_checked(rel, blob, digests))
-    _check_shards(snapshot, {f["file"] for f in files})
+    the shard set against the index. Raises SnapshotMismatch naming the file (its ``facts``:
+    what was found)."""
+    facts = snapshot_facts(snapshot, digests)
+    if problem := preflight.snapshot_problem(facts):
+        raise SnapshotMismatch(problem, facts)
+    files = facts["files"]
+    weights = [f for f in files if f["file"].endswith(".safetensors")]
     return {
-        "files": files,
-        "content_addresses": {f["file"]: f["address"] for f in files},
-        "weight_files": sum(f["file"].endswith(".safetensors") for f in files),
-        "weight_bytes": sum(f["bytes"] for f in files if f["file"].endswith(".safetensors")),
+        **facts,
+        "content_addresses": preflight.snapshot_addresses(files),
+        "weight_files": len(weights),
+        "weight_bytes": sum(f["bytes"] for f in weights),
     }
 
 
-def _checked(rel: str, blob: Path, digests: DigestCache) -> dict[str, Any]:
-    name, size = blob.name, blob.stat().st_size
-    if SHA256.fullmatch(name):  # an LFS file: its sha256
+def _entry(rel: str, blob: Path, digests: DigestCache) -> dict[str, Any]:
+    """One file's record: where its link leads, and the digest of the bytes there when the
+    blob's name is a content address (sha256 for LFS files, the git blob id otherwise)."""
+    entry: dict[str, Any] = {"file": rel, "target": str(blob), "on_disk": blob.is_file()}
+    entry |= {"in_blobs": blob.parent.name == "blobs", "blob": blob.name}
+    if not (entry["on_disk"] and entry["in_blobs"]):
+        return entry
+    kind = preflight.address_kind(blob.name)
+    cached = False
+    if kind == "sha256":
         digest, cached = digests.sha256(blob)
-        address = f"sha256:{digest}"
-    elif GIT_SHA1.fullmatch(name):  # a small file kept in git: its blob id
-        digest, cached = git_blob_sha1(blob), False
-        address = f"git-sha1:{digest}"
+    elif kind == "git-sha1":
+        digest = git_blob_sha1(blob)
     else:
-        raise SnapshotMismatch(f"{rel}: blob name {name!r} is not a content address")
-    if digest != name:
-        raise SnapshotMismatch(
-            f"{rel}: blob {name} holds bytes whose digest is {digest}: not the pinned revision's"
-        )
-    return {"file": rel, "address": address, "bytes": size, "cached": cached}
+        return entry
+    address = f"{kind}:{digest}"
+    return entry | {"digest": digest, "address": address, "bytes": blob.stat().st_size,
+                    "cached": cached}  # fmt: skip
 
 
-def _check_shards(snapshot: Path, files: set[str]) -> None:
-    present = {f for f in files if f.endswith(".safetensors")}
-    index = snapshot / "model.safetensors.index.json"
+def _index(snapshot: Path) -> dict[str, Any]:
+    """The shards ``model.safetensors.index.json`` names, as read (its bytes are proven with
+    the other files, by their git blob id)."""
+    index = snapshot / preflight.INDEX
     if not index.exists():
-        if not present and not any(f.endswith((".bin", ".gguf", ".pt")) for f in files):
-            raise SnapshotMismatch(f"{snapshot} holds no weight file")
-        return
+        return {"present": False}
     try:
         weight_map = json.loads(index.read_text())["weight_map"]
-        named = {str(v) for v in weight_map.values()}
+        shards = sorted({str(v) for v in weight_map.values()})
+        return {"present": True, "error": None, "shards": shards}
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise SnapshotMismatch(f"model.safetensors.index.json has no weight_map: {exc}") from None
-    if missing := sorted(named - present):
-        raise SnapshotMismatch(f"the index names shards not in the snapshot: {missing}")
-    if extra := sorted(present - named):
-        raise SnapshotMismatch(f"shards in the snapshot the index does not name: {extra}")
+        return {"present": True, "error": str(exc)}

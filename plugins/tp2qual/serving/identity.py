@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 
 from tp2qual.candidate import Candidate, cache_dir
+from tp2qual.checks import preflight
 from tp2qual.checks.replies import excerpt
 from tp2qual.draft import draft_pin
 from tp2qual.engines import engine_for
@@ -35,7 +36,21 @@ LLAMA_CPP_PACKAGE = "llama-cpp-python"
 
 
 def model_identity(candidate: Candidate) -> dict[str, Any]:
-    """Resolve the model the candidate pins and prove it is the pinned one."""
+    """Resolve the model the candidate pins and prove it is the pinned one (PinMismatch, with
+    the facts found, when it is not: gate 00 records them, ``verify`` judges them again)."""
+    facts = model_facts(candidate)
+    draft = candidate.model.get("draft")
+    verdict = preflight.judge_model_pin(
+        facts, candidate.model["revision"], (facts.get("draft") or {}).get("pin") if draft else None
+    )
+    if not verdict.ok:
+        raise PinMismatch(verdict.reason, candidate=candidate.name, facts=facts)
+    return facts
+
+
+def model_facts(candidate: Candidate) -> dict[str, Any]:
+    """What preflight finds of the model the candidate pins (and its draft): digests of the
+    bytes on disk, or ``missing`` saying what was not there. Decides nothing."""
     model = candidate.model
     pinned = model["revision"]
     facts: dict[str, Any] = {
@@ -48,53 +63,59 @@ def model_identity(candidate: Candidate) -> dict[str, Any]:
     path = candidate.model_file()
     if path is None:
         facts |= hf_snapshot(candidate, digests)
+    elif not path.is_file():
+        facts |= {"file": str(path), "missing": f"model.file: {path} does not exist"}
     else:
-        if not path.is_file():
-            raise PinMismatch(f"model.file: {path} does not exist", candidate=candidate.name)
         digest, cached = digests.sha256(path)
         kind = pinned.partition(":")[0] if ":" in pinned else "sha256"  # gguf-sha256 or sha256
         facts.update(
             file=str(path),
             file_sha256=digest,
+            file_sha256_cached=cached,
             file_bytes=path.stat().st_size,
             resolved_revision=f"{kind}:{digest}",
             content_addresses={path.name: f"sha256:{digest}"},
         )
-        if ":" in pinned and pinned != facts["resolved_revision"]:
-            raise PinMismatch(
-                f"model.revision pins {pinned} but {path} has sha256 {digest}"
-                + (" (digest from the cache)" if cached else ""),
-                candidate=candidate.name,
-            )
-    if (draft := draft_identity(candidate, digests)) is not None:
+    if (draft := draft_facts(candidate, digests)) is not None:
         facts["draft"] = draft
     digests.save()
     return facts | {"digests_cached": digests.hits, "digests_hashed": digests.hashed}
 
 
 def hf_snapshot(candidate: Candidate, digests: DigestCache) -> dict[str, Any]:
-    """The Hugging Face cache snapshot the engine will load, when the cache is local, proven
-    file by file against the content addresses of its blobs."""
+    """The Hugging Face cache snapshot the engine will load, when the cache is local, read
+    file by file with the content addresses of its blobs."""
     model = candidate.model
     return _snapshot(candidate, model["repo"], model["revision"], "model.revision", digests)
 
 
 def draft_identity(candidate: Candidate, digests: DigestCache) -> dict[str, Any] | None:
-    """The speculative draft (``[model.draft]``), proven exactly as the model's snapshot is;
-    an unresolved revision is refused: the engine would load whatever the cache's main is."""
+    """The speculative draft (``[model.draft]``), proven exactly as the model's snapshot is; an
+    unresolved revision is refused: the engine would load whatever the cache's main is."""
+    facts = draft_facts(candidate, digests)
+    if facts is None:
+        return None
+    if problem := preflight.model_problem(facts, str(facts["pin"]), "model.draft.revision"):
+        raise PinMismatch(problem, candidate=candidate.name, facts=facts)
+    return facts
+
+
+def draft_facts(candidate: Candidate, digests: DigestCache) -> dict[str, Any] | None:
+    """What preflight finds of the speculative draft; ``missing`` when its pin is unresolved."""
     draft = candidate.model.get("draft")
     if draft is None:
         return None
     pin = draft_pin(draft, candidate.path, candidate.name)
+    head = {"repo": draft["repo"], "requested_revision": pin.raw, "pin_source": pin.source}
     if pin.value is None:
         how = draft.get("how_to_pin")
-        raise PinMismatch(
+        missing = (
             f"model.draft.revision {pin.raw} is unresolved ({pin.source}): the draft "
-            f"{draft['repo']} is not pinned" + (f"; {how}" if how else ""),
-            candidate=candidate.name,
+            f"{draft['repo']} is not pinned" + (f"; {how}" if how else "")
         )
+        return head | {"pin": None, "missing": missing}
     facts = _snapshot(candidate, draft["repo"], pin.value, "model.draft.revision", digests)
-    return {"repo": draft["repo"], "requested_revision": pin.raw, "pin_source": pin.source} | facts
+    return head | {"pin": pin.value} | facts
 
 
 def _snapshot(
@@ -102,24 +123,23 @@ def _snapshot(
 ) -> dict[str, Any]:
     cache = candidate.model.get("hf_cache") or os.environ.get("HF_HUB_CACHE", "")
     if not cache:
-        raise PinMismatch(
-            "model.hf_cache: no local Hugging Face cache named (nor HF_HUB_CACHE set), so the "
-            "pinned revision cannot be resolved before the start",
-            candidate=candidate.name,
-        )
+        return {
+            "missing": "model.hf_cache: no local Hugging Face cache named (nor HF_HUB_CACHE set), "
+            "so the pinned revision cannot be resolved before the start"
+        }
     repo_dir = Path(cache).expanduser() / ("models--" + repo.replace("/", "--"))
     snapshot = repo_dir / "snapshots" / revision
     if not snapshot.is_dir():
-        raise PinMismatch(
-            f"{field} {revision} is not in the cache at {repo_dir} "
+        return {
+            "snapshot": str(snapshot),
+            "missing": f"{field} {revision} is not in the cache at {repo_dir} "
             f"(hf download {repo} --revision {revision} --cache-dir {cache})",
-            candidate=candidate.name,
-        )
+        }
     try:
         checked = check_snapshot(snapshot, digests)
-    except SnapshotMismatch as exc:
-        raise PinMismatch(f"{field} {revision}: {exc}", candidate=candidate.name) from None
-    return {"resolved_revision": snapshot.name, "snapshot": str(snapshot), **checked}
+    except SnapshotMismatch as exc:  # judged by the caller, from the facts
+        checked = exc.facts
+    return {"resolved_revision": snapshot.name, **checked}
 
 
 def engine_identity(

@@ -29,6 +29,7 @@ from tp2qual.serving.readiness import Readiness, wait_ready
 from tp2qual.serving.server import Server
 
 Progress = Callable[[float, str], None]
+READINESS = "readiness.json"
 
 
 def build_launcher(
@@ -104,13 +105,17 @@ class ManagedServer:
         finally:
             self.identity["launch"] = self.launcher.identity()
             self.evidence.write_json("launch.json", self.identity["launch"] | {"plan": plan})
-        self.readiness = wait_ready(
-            self.launcher,
-            served_name=self.candidate.served_name,
-            timeout_s=self.candidate.readiness_timeout_s,
-            **({"progress": self.progress} if self.progress else {}),
-        )
-        self.evidence.write_json("readiness.json", self.readiness.as_dict())
+        self.readiness = Readiness()
+        try:
+            wait_ready(
+                self.launcher,
+                served_name=self.candidate.served_name,
+                timeout_s=self.candidate.readiness_timeout_s,
+                state=self.readiness,
+                **({"progress": self.progress} if self.progress else {}),
+            )
+        finally:  # a failed start is recorded too: verify judges it again (checks.readiness)
+            self.evidence.write_json(READINESS, self.readiness.as_dict())
         self.identity["engine"] = engine_identity(
             self.candidate, self.launcher.base_url, self.identity["launch"]
         )

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 
 import httpx
 
+from tp2qual.checks import readiness
 from tp2qual.exceptions import StartupExited, StartupTimeout
 from tp2qual.serving.interrupts import interrupts_at_safe_points
 from tp2qual.serving.launchers.base import Launcher
@@ -21,13 +22,18 @@ TOKEN_TIMEOUT_S = 30.0
 
 @dataclass
 class Readiness:
-    """Seconds from start to each stage; recorded as evidence."""
+    """Seconds from start to each stage, and how the wait ended (``outcome``: ready, exited,
+    timeout); recorded as evidence, a failed start too (``checks.readiness`` judges it)."""
 
     answered_s: float | None = None
     listed_s: float | None = None
     first_token_s: float | None = None
     polls: int = 0
     listed_models: list[str] = field(default_factory=list)
+    outcome: str = "waiting"
+    exit: str | None = None  # how the process ended, when it exited during start-up
+    waited_s: float | None = None
+    timeout_s: float | None = None
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -66,10 +72,13 @@ def wait_ready(
     served_name: str,
     timeout_s: float,
     progress: Callable[[float, str], None] = lambda elapsed, line: None,
+    state: Readiness | None = None,
 ) -> Readiness:
-    """Poll until ready; raise StartupExited/StartupTimeout carrying the log tail."""
+    """Poll until ready; raise StartupExited/StartupTimeout carrying the log tail. ``state``,
+    when given, is filled as the wait goes (the caller records it, a failed start too)."""
     began = time.monotonic()
-    state = Readiness()
+    state = state if state is not None else Readiness()
+    state.timeout_s = timeout_s
     name = launcher.candidate.name
     # Ctrl-C waits from before the client is made: making it imports httpcore (httpx imports it
     # lazily), where the start-up Ctrl-Cs traced here landed. Inside an import it can be
@@ -85,6 +94,8 @@ def wait_ready(
             exited = launcher.poll()
             if exited is not None:
                 launcher.log.join(DRAIN_S)  # its last words may still be in the pipe
+                state.outcome, state.exit = "exited", exited.describe()
+                state.waited_s = round(elapsed, 3)
                 raise StartupExited(
                     f"server exited during start-up after {elapsed:.1f}s ({exited.describe()})\n"
                     f"  last log lines:\n{launcher.log.tail_text()}",
@@ -92,6 +103,7 @@ def wait_ready(
                     log_path=launcher.log.path,
                 )
             if elapsed > timeout_s:
+                state.outcome, state.waited_s = "timeout", round(elapsed, 3)
                 raise StartupTimeout(
                     f"not ready after {timeout_s:.0f}s (stage: {_stage(state)}); raise "
                     f"launch.readiness_timeout_s if the engine is only slow\n"
@@ -102,17 +114,14 @@ def wait_ready(
             state.polls += 1
             if _advance(client, state, served_name, elapsed, timeout_s - elapsed):
                 state.first_token_s = round(time.monotonic() - began, 3)
+                state.outcome, state.waited_s = "ready", state.first_token_s
                 return state
             progress(elapsed, launcher.log.last_line())
             time.sleep(POLL_S)
 
 
 def _stage(state: Readiness) -> str:
-    if state.listed_s is not None:
-        return "model listed, no token yet"
-    if state.answered_s is not None:
-        return f"HTTP up, {state.listed_models or 'no models'} listed"
-    return "no HTTP answer yet"
+    return readiness.stage(state.as_dict())
 
 
 def _advance(

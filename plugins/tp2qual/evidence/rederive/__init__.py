@@ -1,5 +1,9 @@
-"""Re-derive each functional gate's verdicts from its raw exchanges, with the pure checks.
+"""Re-derive each gate's verdicts from its raw records, with the pure checks.
 
+Gates 00-02 judge records rather than answers (identity records, the probe's and the server's
+logs, the model list): each of their checks (tests) is judged again by the function the gate
+called (``checks.preflight``, ``checks.nccl_gate``, ``checks.model_list``) and kept under its
+test's name (``Rederived.checks``), so ``verify`` holds every check's recorded outcome to it.
 A verdict file (``deterministic_verdicts.jsonl`` …) is what a gate wrote about itself; the raw
 request/response records beside it (``deterministic.jsonl`` …) are what the server said. Here the
 same pure checks the gate ran (``checks.answers``, ``checks.repetition``, ``checks.toolcalls``,
@@ -23,6 +27,7 @@ from tp2qual.evidence.rederive.claim_support import supports_pass
 from tp2qual.evidence.rederive.common import (
     RESOLVED_CANDIDATE,
     GateRun,
+    Judged,
     Mismatch,
     Rederived,
     Unrederivable,
@@ -30,6 +35,7 @@ from tp2qual.evidence.rederive.common import (
 )
 from tp2qual.evidence.rederive.deterministic import deterministic
 from tp2qual.evidence.rederive.model_list import model_list
+from tp2qual.evidence.rederive.nccl import nccl
 from tp2qual.evidence.rederive.preflight import preflight
 from tp2qual.evidence.rederive.repetition import repetition
 from tp2qual.evidence.rederive.throughput import throughput
@@ -39,6 +45,7 @@ __all__ = [
     "REDERIVERS",
     "RESOLVED_CANDIDATE",
     "GateRun",
+    "Judged",
     "Mismatch",
     "Rederived",
     "Rederiver",
@@ -47,6 +54,7 @@ __all__ = [
     "capacity",
     "deterministic",
     "model_list",
+    "nccl",
     "preflight",
     "read_settings",
     "repetition",
@@ -60,6 +68,7 @@ Rederiver = Callable[[GateRun], Rederived]
 # One entry per gate that has raw exchanges to re-derive from.
 REDERIVERS: dict[str, Rederiver] = {
     "preflight": preflight,
+    "nccl": nccl,
     "model_list": model_list,
     "deterministic": deterministic,
     "repetition": repetition,

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tp2qual.checks.verdict import NotJudged, Verdict
 from tp2qual.evidence.claims import same
 
 RESOLVED_CANDIDATE = "identity/candidate.json"  # written before the candidate's first gate
@@ -33,12 +34,40 @@ class Mismatch:
         return f"{self.what} recorded {self.recorded!r}, raw exchanges give {self.rederived!r}"
 
 
+@dataclass(frozen=True)
+class Judged:
+    """One of a gate's checks (its test) judged again from its raw record."""
+
+    outcome: str  # passed | failed | skipped, as the finding's ``tests`` says it
+    reason: str
+    record: str  # the raw record it was judged from
+
+
 @dataclass
 class Rederived:
-    records: int = 0  # raw exchanges re-checked
+    records: int = 0  # raw exchanges re-checked (requests and their answers)
     rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # artifact -> rows
     mismatches: list[Mismatch] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)  # what fails, by the raw exchanges
+    checks: dict[str, Judged] = field(default_factory=dict)  # test -> judged again
+    missing: dict[str, str] = field(default_factory=dict)  # test -> its record, not on disk
+    read: list[str] = field(default_factory=list)  # other raw records judged (logs, identity)
+
+    def judged(
+        self, test: str, verdict: Verdict | NotJudged, record: str, *, exchange: bool = False
+    ) -> Verdict | None:
+        """A check judged again from ``record``: kept under its test's name; a failure is one
+        of the gate's failures; a record that is not an exchange (counted in ``records``) is
+        listed in ``read``. Returns the verdict (None when the check could not judge)."""
+        if isinstance(verdict, NotJudged):
+            self.checks[test] = Judged("skipped", verdict.reason, record)
+            return None
+        if not exchange and record not in self.read:
+            self.read.append(record)
+        self.checks[test] = Judged("passed" if verdict.ok else "failed", verdict.reason, record)
+        if not verdict.ok:
+            self.failures.append(f"{record}: {verdict.reason}")
+        return verdict
 
     def unmatched(
         self,
@@ -70,6 +99,26 @@ class GateRun:
     settings: dict[str, Any]  # the gate's settings, as resolved at the run's start
     engine: str
     max_model_len: int
+    resolved: dict[str, Any] = field(default_factory=dict)  # all of identity/candidate.json
+    rehash: bool = False  # hash the model's bytes again (verify --rehash)
+
+    def recorded(self) -> dict[str, Any]:
+        """The settings the run recorded at its start (``resolved``, else read from disk)."""
+        return self.resolved or read_settings(self.root)
+
+    def json(self, artifact: str) -> dict[str, Any] | None:
+        """A JSON record of the gate, or None when it is not on disk (Unrederivable when it
+        does not parse as an object)."""
+        path = self.root / artifact
+        if not path.is_file():
+            return None
+        try:
+            body = json.loads(path.read_text())
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise Unrederivable(f"{artifact} does not parse: {exc}") from None
+        if not isinstance(body, dict):
+            raise Unrederivable(f"{artifact} is not a JSON object")
+        return body
 
     def records(self, artifact: str, *, required: bool = True) -> list[dict[str, Any]]:
         path = self.root / artifact
@@ -137,3 +186,8 @@ def status_of(exchange: Mapping[str, Any] | None) -> int | None:
 def chunks_of(exchange: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[float]]:
     pairs = [c for c in exchange.get("chunks") or [] if isinstance(c, dict)]
     return [c.get("data") or {} for c in pairs], [float(c["t"]) for c in pairs]
+
+
+def as_recorded(value: Any) -> Any:
+    """A value as a JSON record holds it (tuples as lists, keys as strings)."""
+    return json.loads(json.dumps(value, default=str))

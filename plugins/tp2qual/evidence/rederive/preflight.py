@@ -1,34 +1,132 @@
-"""Gate 00 (preflight): the engine's answer on the launch judged again.
+"""Gate 00 (preflight): each check judged again from what preflight recorded.
 
-``engine_check.json`` records what the engine's own parser said of the launch; its answer runs
-through ``checks.engine_answer.judge`` again. The pins are re-checked by verify's own pin checks.
+* the model pin: ``identity/model.json`` (the digests found on disk) against the pin the run
+  recorded at its start, by ``checks.preflight.judge_model_pin``; with ``--rehash`` the files it
+  names are hashed again and must give the digests recorded;
+* the image pin: ``identity/image.json`` by ``checks.preflight.judge_image_pin``;
+* the engine check: the engine's recorded answer (``engine_check.json``) through
+  ``checks.engine_answer.judge``;
+* the GPUs: ``topology.json`` (NVML's snapshot) with the candidate's ``[gpus]``, its TP size
+  and the run's ``--allow-busy`` / ``--desktop-mib`` by ``checks.preflight.judge_gpus``;
+  ``busy.json`` must be what that gives.
 """
 
 from __future__ import annotations
 
-import json
+from pathlib import Path
+from typing import Any
 
+from tp2qual.checks import preflight as checks
 from tp2qual.checks.engine_answer import judge as judge_engine_answer
-from tp2qual.evidence.rederive.common import GateRun, Rederived, Unrederivable
+from tp2qual.checks.verdict import NotJudged
+from tp2qual.evidence.layout import sha256_of
+from tp2qual.evidence.rederive.common import (
+    RESOLVED_CANDIDATE,
+    GateRun,
+    Mismatch,
+    Rederived,
+    Unrederivable,
+    as_recorded,
+)
 
 ENGINE_CHECK = "engine_check.json"  # gate 00's engine answer (tests/test_00_preflight.py)
+MODEL, IMAGE = "identity/model.json", "identity/image.json"
+BUSY, TOPOLOGY = "busy.json", "topology.json"
 
 
 def preflight(run: GateRun) -> Rederived:
-    """Gate 00's engine check: the engine's recorded answer judged again. (Its pins are
-    re-checked by verify's own pin checks; a run whose engine was never asked has no answer.)"""
     out = Rederived()
-    path = run.root / ENGINE_CHECK
-    if not path.is_file():
-        return out
+    _model_pin(run, out)
+    _image_pin(run, out)
+    _engine_check(run, out)
+    _gpus(run, out)
+    return out
+
+
+def _model_pin(run: GateRun, out: Rederived) -> None:
+    facts = run.json(MODEL)
+    if facts is None:
+        out.missing["test_model_pin_resolves"] = MODEL
+        return
+    pins = run.resolved.get("model") or {}
+    pinned = str(pins.get("revision") or facts.get("requested_revision"))
+    verdict = checks.judge_model_pin(facts, pinned, pins.get("draft_pin"))
+    out.judged("test_model_pin_resolves", verdict, MODEL)
+    if run.rehash:
+        _rehash(facts, out, MODEL)
+        if isinstance(facts.get("draft"), dict):
+            _rehash(facts["draft"], out, f"{MODEL} draft")
+
+
+def _rehash(facts: dict[str, Any], out: Rederived, where: str) -> None:
+    """The model's bytes hashed again (no digest cache): each must give its recorded digest."""
+    targets: list[tuple[str, str, str | None, Any]]
+    if "file_sha256" in facts:
+        file = str(facts.get("file"))
+        targets = [(Path(file).name, file, "sha256", facts["file_sha256"])]
+    else:
+        targets = [
+            (str(f["file"]), str(f["target"]), checks.address_kind(str(f["blob"])), f["digest"])
+            for f in facts.get("files") or []
+            if f.get("digest")
+        ]
+    for name, target, kind, recorded in targets:
+        path = Path(target)
+        now = _digest(path, kind) if path.is_file() else "<not on disk here>"
+        out.read.append(f"{where} {name} re-hashed")
+        if now != recorded:
+            out.mismatches.append(Mismatch(f"{where} {name}", f"{kind} of {target}", recorded, now))
+
+
+def _digest(path: Path, kind: str | None) -> str:
+    return checks.git_blob_sha1(path.read_bytes()) if kind == "git-sha1" else sha256_of(path)
+
+
+def _image_pin(run: GateRun, out: Rederived) -> None:
+    facts = run.json(IMAGE)
+    if facts is None:
+        out.missing["test_image_pin_matches"] = IMAGE
+        return
+    revision = str((run.resolved.get("model") or {}).get("revision") or "")
+    out.judged("test_image_pin_matches", checks.judge_image_pin(facts, revision), IMAGE)
+
+
+def _engine_check(run: GateRun, out: Rederived) -> None:
+    """The engine's recorded answer judged again (a run whose engine was never asked has none)."""
+    recorded = run.json(ENGINE_CHECK)
+    if recorded is None:
+        out.missing["test_engine_accepts_launch"] = ENGINE_CHECK
+        return
     try:
-        recorded = json.loads(path.read_text())
         verdict = judge_engine_answer(recorded["answer"], platform=recorded["platform"])
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+    except (KeyError, TypeError, AttributeError) as exc:
         raise Unrederivable(f"{ENGINE_CHECK} does not hold an engine answer: {exc!r}") from None
     new = {"accepted": verdict.ok, **verdict.measures}
-    out.records = 1
+    out.records = 1  # the engine's answer to the launch: an exchange with the engine itself
     out.compare(ENGINE_CHECK, ENGINE_CHECK, recorded, **new)
     out.rows[ENGINE_CHECK] = [{**recorded, **new}]
-    out.failures += [f"{ENGINE_CHECK}: {r}" for r in verdict.measures["refusals"]]
-    return out
+    out.judged("test_engine_accepts_launch", verdict, ENGINE_CHECK)
+
+
+def _gpus(run: GateRun, out: Rederived) -> None:
+    test = "test_gpus_fit_and_are_free"
+    snapshot, recorded = run.json(TOPOLOGY), run.json(BUSY)
+    options = run.resolved.get("options") or {}
+    allow_busy = options.get("allow_busy", (recorded or {}).get("allow_busy", False))
+    verdict = checks.judge_gpus(
+        snapshot or {},
+        run.resolved.get("gpus") or {},
+        tp=int(run.resolved.get("tp") or 1),
+        allow_busy=bool(allow_busy),
+        desktop_mib=options.get("desktop_mib"),
+    )
+    if isinstance(verdict, NotJudged):  # no GPU needed: decided by the recorded settings
+        out.judged(test, verdict, RESOLVED_CANDIDATE)
+        return
+    if snapshot is None or recorded is None:  # the gate did not get as far as its verdict
+        out.missing[test] = TOPOLOGY if snapshot is None else BUSY
+        return
+    out.judged(test, verdict, f"{TOPOLOGY} ({BUSY})")
+    new = as_recorded({"ok": verdict.ok, "reason": verdict.reason, **verdict.measures})
+    out.compare(BUSY, BUSY, recorded, **new)
+    out.rows[BUSY] = [{**recorded, **new}]

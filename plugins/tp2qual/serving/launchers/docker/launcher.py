@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tp2qual.candidate import Candidate
+from tp2qual.checks.preflight import image_matches, model_label_problem
 from tp2qual.engine_env import candidate_env_problems
 from tp2qual.evidence.layout import atomic_write
 from tp2qual.exceptions import CandidateError, PinMismatch, StartupExited
@@ -33,7 +34,7 @@ from tp2qual.serving.launchers.base import (
 )
 from tp2qual.serving.launchers.docker.engine import open_client
 from tp2qual.serving.launchers.docker.image_ref import image_reference, is_by_digest, split_image
-from tp2qual.serving.launchers.docker.pins import Pin, image_matches, resolve_pin
+from tp2qual.serving.launchers.docker.pins import Pin, resolve_pin
 from tp2qual.serving.launchers.docker.run_args import (
     INSPECT_FILE,
     SESSION,
@@ -146,12 +147,23 @@ class DockerLauncher(LauncherBase):
             self.base_url = f"http://127.0.0.1:{self._tunnel.local_port}"
 
     def verify_image(self) -> dict[str, Any]:
-        """The pin check alone, for the preflight gate: image facts, or PinMismatch."""
-        self._image = self._verified_image(self._docker())
+        """The pin check alone, for the preflight gate: image facts, or PinMismatch carrying
+        the facts found (gate 00 records them either way; ``checks.preflight`` judges them)."""
+        self._found: dict[str, Any] | None = None
+        try:
+            self._image = self._verified_image(self._docker())
+        except PinMismatch as exc:
+            exc.facts = self._image_facts(self._found)
+            raise
+        return self._image_facts(self._image)
+
+    def _image_facts(self, attrs: Mapping[str, Any] | None) -> dict[str, Any]:
+        labels = ((attrs or {}).get("Config") or {}).get("Labels") or {}
         return {
-            "image_id": self._image["Id"],
-            "repo_digests": self._image.get("RepoDigests"),
+            "image_id": (attrs or {}).get("Id"),
+            "repo_digests": (attrs or {}).get("RepoDigests"),
             "pin": self._pin.as_dict() if self._pin else None,
+            "model_label": labels.get("tp2qual.model.sha256"),
         }
 
     def _docker(self) -> Any:
@@ -177,6 +189,7 @@ class DockerLauncher(LauncherBase):
             attrs = client.images.get(ref).attrs
         except ImageNotFound:
             attrs = self._by_image_id(client, ref, pin.value)
+        self._found = attrs
         if not image_matches(attrs, pin.value):
             raise PinMismatch(
                 f"{self._where()}: image {ref} is pinned to {pin.value} (from {pin.source}) but "
@@ -240,13 +253,9 @@ class DockerLauncher(LauncherBase):
     def _check_model_label(self, attrs: Mapping[str, Any]) -> None:
         """An image that says which GGUF it carries must carry the pinned one."""
         baked = ((attrs.get("Config") or {}).get("Labels") or {}).get("tp2qual.model.sha256")
-        revision = self.candidate.model["revision"]
-        if baked and revision.startswith("gguf-sha256:") and revision != f"gguf-sha256:{baked}":
-            raise PinMismatch(
-                f"model.revision pins {revision} but image "
-                f"{attrs['Id']} carries a GGUF with sha256 {baked}",
-                candidate=self.candidate.name,
-            )
+        problem = model_label_problem(attrs["Id"], baked, self.candidate.model["revision"])
+        if problem:
+            raise PinMismatch(problem, candidate=self.candidate.name)
 
     def _log_chunks(self) -> Iterator[bytes]:
         """Runs in the sink's thread; ends when the container stops or the stream is closed."""

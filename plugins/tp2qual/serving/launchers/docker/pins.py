@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
 
 from tp2qual.candidate import Candidate
+from tp2qual.checks.preflight import image_matches
 from tp2qual.exceptions import CandidateError
 from tp2qual.local_pins import Pin, PinRule, resolve_local_pin
 
@@ -40,10 +40,3 @@ def pin_unresolved(candidate: Candidate) -> str | None:
         return None
     how = candidate.launch["docker"].get("how_to_pin", "")
     return f"image pin {pin.raw} is unresolved ({pin.source})" + (f"; {how}" if how else "")
-
-
-def image_matches(attrs: Mapping[str, Any], pin: str) -> bool:
-    """A pin is the image id (local build) or the digest in one of its RepoDigests."""
-    return attrs.get("Id") == pin or any(
-        d.rpartition("@")[2] == pin for d in attrs.get("RepoDigests") or []
-    )

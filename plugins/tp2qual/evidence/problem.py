@@ -1,0 +1,18 @@
+"""One thing ``verify`` found wrong (or, as a note, a failure that stands on its reason)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Problem:
+    # tampered | missing | unlisted | manifest | finding | claim | unbacked | verdict
+    # | rederive (the raw exchanges give another value) | unsupported (outcome vs evidence)
+    # | note (not a problem: a failure that stands on its reason alone)
+    kind: str
+    where: str  # path relative to the run folder
+    detail: str
+
+    def line(self) -> str:
+        return f"{self.kind.upper():<9} {self.where}: {self.detail}"
