@@ -12,6 +12,8 @@ either way (test_nccl_probe.py shows why).
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -54,3 +56,8 @@ def test_a_corrupted_chunk_fails_gate_01(corrupt: str | None, tmp_path: Path) ->
     assert all(c["wrong"][0]["first"] == 0 for c in bad), bad  # the swapped chunks lead
     log = (inner.evidence(name) / "nccl_probe.log").read_text()
     assert "corrupting the summed buffer: swap" in log and "(injected)" in log
+    checked = subprocess.run(  # the honest FAIL re-derives from the probe's log
+        [sys.executable, "-m", "tp2qual", "verify", str(inner.run_dir)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert checked.returncode == 0, checked.stdout[-3000:] + checked.stderr[-2000:]
