@@ -66,9 +66,13 @@ def test_reported_context_is_the_bound(api: Api, candidate: Candidate, claim: Cl
     claim("max_model_len", "model_list.jsonl", op="field", path="response.data.0.max_model_len")
 
 
-def test_engine_is_the_stated_version(candidate: Candidate, record: CandidateRecord) -> None:
+def test_engine_is_the_stated_version(
+    server: Server, candidate: Candidate, record: CandidateRecord
+) -> None:
     """The engine says what it is (vLLM ``/version``, SGLang ``/server_info``; llama.cpp: the
-    installed package or the image label), and it is the version the candidate states."""
+    package in ``launch.python`` or the image label), and it is the version the candidate
+    states. It reads what the server's start recorded, so it needs the server: a start that
+    failed (the suite's fault or the candidate's) is that, never a missing version."""
     stated = candidate.spec["engine"].get("version")
     verdict = model_list.judge_version(record.identity.get("engine") or {}, stated)
     if isinstance(verdict, NotJudged):

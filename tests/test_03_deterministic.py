@@ -12,13 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from tp2qual.checks.answers import (
-    check_answer,
-    check_budget,
-    check_identical,
-    check_reasoning_apart,
-    split_reasoning,
-)
+from tp2qual.checks.known_answers import judge_known_answer
 from tp2qual.gates import Api, Candidate, CandidateRecord, Claimer, chat_body, messages
 
 pytestmark = pytest.mark.deterministic
@@ -36,37 +30,23 @@ def test_known_answers_correct_and_identical(
     assert settings["prompts"], "the candidate names no known-answer prompts"
     problems = []
     for prompt in settings["prompts"]:
-        answers, reasonings, finishes = [], [], []
+        replies = []
         for i in range(settings["repeats"]):
             reply = api.chat(f"{prompt['id']}#{i}", _body(candidate, prompt, settings))
             assert reply.status == 200, f"{prompt['id']}: HTTP {reply.status}: {reply.body}"
-            answer, reasoning = split_reasoning(reply.message)
-            answers.append(answer)
-            reasonings.append(reasoning)
-            finishes.append(reply.finish_reason)
-        budget = check_budget(answers[0], reasonings[0], finishes[0], settings["max_tokens"])
-        correct = (
-            check_answer(answers[0], prompt["expect"], prompt.get("mode", "contains"))
-            if budget.ok
-            else budget
-        )
-        if prompt.get("expect_reasoning") and correct.ok:
-            correct = check_reasoning_apart(answers[0], reasonings[0])
-        identical = check_identical(answers)
+            replies.append((reply.message, reply.finish_reason))
+        judged = judge_known_answer(prompt, replies, settings["max_tokens"])
         record.evidence.append_jsonl(
             "deterministic_verdicts.jsonl",
             {
                 "id": prompt["id"],
-                "answer": answers[0],
-                "reasoning": reasonings[0],
+                "reasoning": judged.reasoning,
                 "expect": prompt["expect"],
-                "correct": correct.ok,
-                "finish_reason": finishes[0],
-                "identical": identical.ok,
-                "repeats": len(answers),
+                "finish_reason": judged.finish_reason,
+                **judged.row(),
             },
         )
-        problems += [f"{prompt['id']}: {v.reason}" for v in (correct, identical) if not v.ok]
+        problems += judged.problems(prompt["id"])
     claim("known_answers_correct", "deterministic_verdicts.jsonl", op="all", field="correct")
     claim(
         "answers_identical_over_repeats",

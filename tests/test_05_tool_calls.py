@@ -15,18 +15,11 @@ error from reading a message that is not there.
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from tp2qual.checks.toolcalls import (
-    check_call,
-    check_twin,
-    check_uses_result,
-    expected_finish,
-    reassemble_stream,
-    reply_message,
-)
+from tp2qual.checks.replies import reply_message
+from tp2qual.checks.tool_modes import base_mode, judge_mode, twin_tag
+from tp2qual.checks.toolcalls import check_uses_result, reassemble_stream
 from tp2qual.gates import Api, Candidate, CandidateRecord, Claimer, Exchange, chat_body, messages
 
 pytestmark = pytest.mark.tool_calls
@@ -35,7 +28,7 @@ MODES = ["auto", "required", "named", "auto-stream", "required-stream", "named-s
 
 
 def _choice(mode: str, tool_name: str) -> object:
-    base = mode.removesuffix("-stream")
+    base = base_mode(mode)
     return {"type": "function", "function": {"name": tool_name}} if base == "named" else base
 
 
@@ -51,15 +44,6 @@ def _body(candidate: Candidate, settings: dict, mode: str) -> dict:
         tools=[{"type": "function", "function": settings["tool"]}],
         tool_choice=_choice(mode, settings["tool"]["name"]),
     )
-
-
-def _expected_values(calls: list[dict], expect: dict) -> list[str]:
-    arguments = json.loads(calls[0]["function"]["arguments"])
-    return [
-        f"argument {key}={arguments.get(key)!r} does not contain {fragment!r}"
-        for key, fragment in expect.items()
-        if fragment.casefold() not in str(arguments.get(key, "")).casefold()
-    ]
 
 
 def _answered(reply: Exchange, what: str) -> dict:
@@ -82,30 +66,20 @@ def test_tool_call(
     mode: str, api: Api, candidate: Candidate, record: CandidateRecord, claim: Claimer
 ) -> None:
     settings = _require(candidate, mode)
-    tool = settings["tool"]
     if mode.endswith("-stream"):
         stream = api.stream_chat(mode, _body(candidate, settings, mode))
         assert stream.status == 200, f"{mode}: HTTP {stream.status}: {stream.error_body}"
         got = reassemble_stream(stream.chunks)
-        calls, finish = got["tool_calls"], got["finish_reason"]
     else:
         reply = api.chat(mode, _body(candidate, settings, mode))
-        calls, finish = _answered(reply, mode).get("tool_calls"), reply.finish_reason
-    finishes, rule = expected_finish(candidate.engine, mode)
-    verdict = check_call(calls, finish, tool["name"], tool["parameters"], finishes, rule)
-    problems = (
-        [verdict.reason]
-        if not verdict.ok
-        else _expected_values(calls, settings["arguments_expect"])
-    )
-    if (
-        verdict.ok
-        and mode.endswith("-stream")
-        and mode.removesuffix("-stream") in settings["modes"]
-    ):
-        twin = api.chat(f"{mode}-twin", _body(candidate, settings, mode.removesuffix("-stream")))
-        matches = check_twin(got, twin.status, twin.body)
-        problems += [] if matches.ok else [matches.reason]
+        message = _answered(reply, mode)
+        got = {"tool_calls": message.get("tool_calls"), "finish_reason": reply.finish_reason}
+
+    def twin() -> tuple[int | None, object]:
+        asked = api.chat(twin_tag(mode), _body(candidate, settings, base_mode(mode)))
+        return asked.status, asked.body
+
+    verdict, problems = judge_mode(mode, got, settings, candidate.engine, twin)
     record.evidence.append_jsonl(
         "tool_calls_verdicts.jsonl",
         {"mode": mode, "ok": not problems, "problems": problems, **verdict.measures},

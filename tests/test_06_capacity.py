@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from tp2qual.checks.answers import check_answer, check_budget, split_reasoning
+from tp2qual.checks.needle import fill_reaches, judge_needle, needle_answer
 from tp2qual.checks.overlength import classify, over_bound_problems
 from tp2qual.engines import engine_for
 from tp2qual.gates import Api, Candidate, CandidateRecord, Claimer, Server, chat_body
@@ -35,7 +35,7 @@ def calibration(server: Server, candidate: Candidate) -> Calibration:
     for sentences in (8, 24):
         reply = api.chat(f"calibrate-{sentences}", _ask(candidate, filler(sentences), 1))
         assert reply.status == 200, f"calibration: HTTP {reply.status}: {reply.body}"
-        seen.append((sentences, reply.body["usage"]["prompt_tokens"]))
+        seen.append((sentences, reply.usage("prompt_tokens")))
     return calibrate(*seen)
 
 
@@ -47,34 +47,24 @@ def test_needle_found_near_the_bound(
     claim: Claimer,
 ) -> None:
     settings = candidate.gate("capacity")
-    answer = settings.get("needle_answer", "Lisbon")
     budget = settings["needle_max_tokens"]  # a thinking model reasons before it answers
     target = int(candidate.max_model_len * settings["fill"]) - budget  # room for the reply
     total = calibration.sentences_for(target)
     half = total // 2
-    prompt = " ".join(
-        [filler(half), NEEDLE.format(answer=answer), filler(total - half, start=half + 1), QUESTION]
-    )
+    needle = NEEDLE.format(answer=needle_answer(settings))
+    prompt = " ".join([filler(half), needle, filler(total - half, start=half + 1), QUESTION])
     reply = api.chat("needle", _ask(candidate, prompt, budget))
     assert reply.status == 200, f"needle prompt: HTTP {reply.status}: {reply.body}"
-    used = reply.body["usage"]["prompt_tokens"]
-    text, reasoning = split_reasoning(reply.message)
-    verdict = check_budget(text, reasoning, reply.finish_reason, budget)
-    verdict = check_answer(text, [answer]) if verdict.ok else verdict
-    record.evidence.append_jsonl(
-        "capacity_results.jsonl",
-        {
-            "check": "needle",
-            "prompt_tokens": used,
-            "fill": used / candidate.max_model_len,
-            "answer": text,
-            "expect": answer,
-            "ok": verdict.ok,
-        },
+    used = reply.usage("prompt_tokens")
+    row, wrong = judge_needle(
+        reply.message, reply.finish_reason, used, candidate.max_model_len, settings
     )
+    record.evidence.append_jsonl("capacity_results.jsonl", {"check": "needle", **row})
     fill = claim("needle_prompt_fill", "capacity_results.jsonl", op="field", path="fill")
-    assert fill >= settings["fill"] - 0.05, f"needle prompt filled only {fill:.0%} of the bound"
-    assert verdict.ok, f"needle at {used} tokens not retrieved: {verdict.reason}"
+    assert fill_reaches(fill, settings["fill"]), (
+        f"needle prompt filled only {fill:.0%} of the bound"
+    )
+    assert row["ok"], f"needle at {used} tokens not retrieved: {wrong}"
 
 
 def test_over_bound_rejected_and_server_survives(

@@ -8,7 +8,8 @@ p90/p99, 95 % CI) derived from the samples; and every floor met in its direction
 latencies ≤: ``tp2qual.perf.floors``), each floor written in the candidate or derived from
 evidence — its TP1 reference's or its lane baseline's measured figure (this run's PASS, else the
 newest earlier dated one), the dated TP1 figure, the roofline, or the rule's fallback — with its
-source and the basis it rests on; a candidate with no floor says so, never "floors met". Beside
+source and the basis it rests on; a candidate with no floor says so, never "floors met"; a floor
+this run's evidence cannot derive is a suite error (not judged), never the candidate's FAIL. Beside
 the samples: the engine's own timings over the same window (vLLM/SGLang ``/metrics``
 histograms, llama.cpp's per-request perf log), ratios to the candidate's dated TP1 baseline
 (corroborated only by a local finding) and the decode rate as a fraction of the GPUs' roofline.
@@ -22,21 +23,20 @@ from __future__ import annotations
 
 import pytest
 
-from tp2qual.checks.stats import summarize
 from tp2qual.evidence.claims import read_records
 from tp2qual.evidence.run_floors import RunBases, run_bases
 from tp2qual.evidence.throughput_reference import THROUGHPUT_REFERENCE, as_record
-from tp2qual.exceptions import CandidateError
+from tp2qual.exceptions import SuiteError
 from tp2qual.gates import Api, Candidate, CandidateRecord, Claimer
 from tp2qual.hooks.candidates import run_key
 from tp2qual.perf.floors import FLOORS_FILE, FloorNotDerived, derive_floors, misses
+from tp2qual.perf.sampling import FIGURES, summary
 from tp2qual.perf.server_timings import ServerWindow
 from tp2qual.perf.throughput import measure, request_body
 
 pytestmark = pytest.mark.throughput
 
 SAMPLES = "throughput_samples.jsonl"
-FIGURES = ("ttft_s", "tpot_s", "decode_tok_s", "e2e_s")
 
 
 def test_single_stream_samples(
@@ -64,19 +64,23 @@ def test_single_stream_samples(
             f"{phase} {i}: HTTP {got.stream.status}: {got.stream.error_body}"
         )
         assert got.figures["ok"], f"{phase} {i}: {got.figures.get('reason', 'under 2 tokens')}"
-    summary = {name: summarize([r[name] for r in _samples(record)]).as_dict() for name in FIGURES}
-    record.evidence.write_json("throughput_summary.json", summary)
-    record.evidence.write_json("server_timings.json", window.close(summary))
+    stats = summary(_samples(record))
+    record.evidence.write_json("throughput_summary.json", stats)
+    record.evidence.write_json("server_timings.json", window.close(stats))
     for name in FIGURES:
         for stat in ("median", "mean"):
             claim(f"{name}_{stat}", SAMPLES, op=stat, field=name, where={"phase": "sample"})
     claim("samples", SAMPLES, op="count", where={"phase": "sample"})
-    bases = _compare(run_bases(request.config.stash[run_key], record, summary), record, claim)
+    bases = _compare(run_bases(request.config.stash[run_key], record, stats), record, claim)
     try:
         judged = derive_floors(settings, bases.comparison, bases.roofline, bases.measured)
-    except FloorNotDerived as exc:
+    except (
+        FloorNotDerived
+    ) as exc:  # no basis to judge by: the suite cannot judge, the serve is not wrong
         record.evidence.write_json(FLOORS_FILE, {"count": 0, "not_derived": list(exc.problems)})
-        raise CandidateError(str(exc), candidate=candidate.name) from None
+        raise SuiteError(
+            f"throughput floor(s) not derived, so not judged: {exc}", candidate=candidate.name
+        ) from None
     record.evidence.write_json(FLOORS_FILE, judged.as_dict())
     claim("floors_judged", FLOORS_FILE, op="field", path="count")  # 0: none set, said so
     claim("floor_bases", FLOORS_FILE, op="field", path="bases")  # which basis each rests on

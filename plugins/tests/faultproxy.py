@@ -40,6 +40,16 @@ forwarded — streams chunk by chunk — with exactly one fault injected:
     replay_exit           print a real failure log (--replay FILE, e.g. an NCCL CUDA 999 from the
                           diagnosis corpus) as the engine's start-up output, then exit 1
     replay_hang           print it, then never serve (a start-up that hangs)
+
+A malformed HTTP 200 (each spares the first chat answer, readiness's one real token):
+    no_choices            a chat answer's body without its ``choices``
+    empty_choices         ... with ``choices: []`` (``usage`` kept)
+    no_message            ... whose choice 0 carries no ``message``
+    no_usage              ... without ``usage`` (no prompt or completion token count)
+    not_json              ... replaced by an HTML error page, still HTTP 200
+    stream_not_json       a streamed chat answer with one data line that is not JSON first
+    version_hang          ``GET /version`` answered only after --delay-s (the suite's version
+                          look-up gives up at 5 s)
 """
 
 from __future__ import annotations
@@ -62,6 +72,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 
+MALFORMED = ("no_choices", "empty_choices", "no_message", "no_usage", "not_json")
+NOT_JSON_PAGE = b"<html><body>502 Bad Gateway (injected)</body></html>"
+NOT_JSON_LINE = b"data: <!-- upstream hiccup (injected) -->\n\n"
 FAULTS = (
     "none",
     "wrong_model",
@@ -79,6 +92,9 @@ FAULTS = (
     "slow_decode",
     "replay_exit",
     "replay_hang",
+    *MALFORMED,
+    "stream_not_json",
+    "version_hang",
 )
 REPETITION_MIN_TOKENS = 64
 BAD_ARGUMENTS = '{"city": 42, "extra": true}'
@@ -96,6 +112,7 @@ counter = itertools.count(1)
 tool_requests: set[str] = set()  # twin_500: non-streamed tool requests answered so far
 twin_failed = threading.Event()
 exiting = threading.Event()
+chats_answered = itertools.count()  # the malformed faults spare the first (readiness's token)
 
 
 def say(text: str) -> None:
@@ -139,6 +156,8 @@ def rewrite(method: str, path: str, request: dict, status: int, body: bytes) -> 
         return 500, json.dumps(error).encode()
     if not chat or status != 200:
         return status, body
+    if fault in MALFORMED and next(chats_answered) > 0:
+        return status, malformed(json.loads(body))
     if fault == "twin_500" and request.get("tools") and first_repeat(request):
         return 500, json.dumps(TWIN_ERROR).encode()
     data = json.loads(body)
@@ -160,6 +179,22 @@ def rewrite(method: str, path: str, request: dict, status: int, body: bytes) -> 
             for call in message.get("tool_calls") or []:
                 call["function"]["arguments"] = BAD_ARGUMENTS
     return status, json.dumps(data).encode()
+
+
+def malformed(data: dict) -> bytes:
+    """A 200 chat answer broken as the fault says (``not_json``: not even JSON)."""
+    if fault == "not_json":
+        return NOT_JSON_PAGE
+    if fault == "no_choices":
+        data.pop("choices", None)
+    elif fault == "empty_choices":
+        data["choices"] = []
+    elif fault == "no_message":
+        for choice in data.get("choices") or []:
+            choice.pop("message", None)
+    elif fault == "no_usage":
+        data.pop("usage", None)
+    return json.dumps(data).encode()
 
 
 def first_repeat(request: dict) -> bool:
@@ -217,6 +252,9 @@ class Handler(BaseHTTPRequestHandler):
         except ValueError:
             request = {}
         chat = self.path.startswith("/v1/chat/completions")
+        if fault == "version_hang" and self.path.startswith("/version"):
+            say(f"fault version_hang: holding {self.path} for {delay_s:g} s")
+            time.sleep(delay_s)
         if fault == "exit_midrun" and chat and (request.get("max_tokens") or 0) > 1:
             die(MIDRUN_EXIT_CODE, f"fault exit_midrun: dying on {self.path}")
         # A fresh upstream connection per request: an engine that closes its connection after
@@ -247,6 +285,8 @@ class Handler(BaseHTTPRequestHandler):
             self.send_response(response.status_code)
             self.send_header("Content-Type", kind)
             self.end_headers()
+            if fault == "stream_not_json" and chat and response.status_code == 200:
+                self.wfile.write(NOT_JSON_LINE)
             for piece in (
                 stretched(response)
                 if fault == "slow_decode" and stretch > 0

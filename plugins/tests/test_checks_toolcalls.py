@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
+from tp2qual.checks.replies import reply_message
 from tp2qual.checks.toolcalls import (
     check_call,
     check_stream_matches,
     check_twin,
     check_uses_result,
     reassemble_stream,
-    reply_message,
 )
 
 WEATHER_SCHEMA: dict[str, Any] = {

@@ -153,12 +153,48 @@ def test_busbw_follows_nccl_tests_for_all_reduce():
 
 def test_a_case_one_rank_got_wrong_fails_and_carries_no_figures():
     body = CASES.replace("'ok': True, 'seconds'", "'ok': rank == 0, 'seconds'")
-    body = body.replace(
-        "print(tag", "cases[0]['error'] = None if rank == 0 else '3 of 3 differ'; print(tag"
-    )
+    wrong = "{'error': '3 of 3 differ', 'wrong_elements': 3, 'first_wrong': 0, 'found': 1.0}"
+    body = body.replace("print(tag", f"cases[0].update({{}} if rank == 0 else {wrong}); print(tag")
     report = nccl_probe.launch(2, 30, out=io.StringIO(), worker_argv=fake_rank(body))
     first = report.cases[0]
-    assert not first["ok"] and "seconds" not in first and first["error"] == "3 of 3 differ"
+    assert not first["ok"] and "seconds" not in first and first["error"] == "rank 1: 3 of 3 differ"
+    assert first["wrong"] == [{"rank": 1, "wrong_elements": 3, "first_wrong": 0, "found": 1.0}]
+
+
+# --- the fill: by rank and position, so a chunk in the wrong place sums wrong ------------------
+
+
+@pytest.mark.parametrize(
+    ("dtype", "world", "modulus"),
+    [("bf16", 2, 127), ("bf16", 8, 31), ("fp16", 2, 1021), ("fp32", 2, 65521), ("bf16", 300, None)],
+)
+def test_the_fill_modulus_keeps_every_sum_exact(dtype, world, modulus):
+    assert nccl_probe.fill_modulus(dtype, world) == modulus
+    if modulus is not None:  # the largest sum of `world` values below the modulus is exact
+        assert world * (modulus - 1) <= nccl_probe.EXACT_UP_TO[dtype]
+
+
+@pytest.mark.parametrize("kind", nccl_probe.CORRUPTIONS)
+def test_a_misplaced_chunk_sums_wrong_where_a_constant_fill_cannot_tell(kind):
+    count, world, modulus = 2048, 2, nccl_probe.fill_modulus("bf16", 2)
+    right = [nccl_probe.expected_sum(i, world, modulus) for i in range(count)]
+    broken = nccl_probe.corrupted(right, kind)
+    wrong = [i for i in range(count) if broken[i] != right[i]]
+    chunk = count // nccl_probe.CHUNKS
+    assert len(wrong) >= chunk - chunk // modulus - 1, (kind, len(wrong))
+    assert wrong[0] < 2 * chunk  # the first chunks are the ones moved
+    constant = [world * (world + 1) // 2] * count  # the probe's old fill: r+1 on rank r
+    assert nccl_probe.corrupted(constant, kind) == constant
+
+
+def test_each_rank_fills_differently_at_each_position():
+    modulus = nccl_probe.fill_modulus("bf16", 2)
+    rank0 = [nccl_probe.fill_value(0, i, modulus) for i in range(modulus)]
+    rank1 = [nccl_probe.fill_value(1, i, modulus) for i in range(modulus)]
+    assert len(set(rank0)) == len(set(rank1)) == modulus  # every value once per period
+    # one position per period where the two ranks agree (i = 2i + 1 mod p), no more
+    assert sum(a == b for a, b in zip(rank0, rank1, strict=True)) == 1
+    assert rank1 not in (rank0[k:] + rank0[:k] for k in range(modulus))  # no shift of rank 0's
 
 
 def test_a_rank_not_started_is_named_and_its_peer_reaped():
@@ -257,6 +293,16 @@ def test_a_cpu_candidate_probes_with_gloo_under_the_engines_python():
     assert backend_of(gpu) == "nccl"
 
 
+def engine_python() -> Path:
+    """The vLLM CPU engine venv's Python (its torch runs the real gloo ranks): a skip without
+    it, a failure where CI says every engine is installed (``TP2QUAL_REQUIRE_ENGINES``)."""
+    python = cpu_tp2().python()
+    if not python.exists():
+        why = "needs the vLLM CPU engine's venv (scripts/install.sh vllm)"
+        pytest.fail(why) if os.environ.get("TP2QUAL_REQUIRE_ENGINES") else pytest.skip(why)
+    return python
+
+
 @pytest.mark.skipif(
     not cpu_tp2().python().exists(), reason="the vLLM CPU engine's venv is not installed"
 )
@@ -268,3 +314,27 @@ def test_the_probe_runs_on_gloo_for_real_in_the_engines_venv():
     assert (report.backend, report.nprocs, report.ranks_ok) == ("gloo", 2, (0, 1))
     assert len(report.cases) == 6 and all(c.ok and c.busbw_gbps for c in report.cases)
     assert check_report(report, tp=2, backend="gloo").ok
+
+
+@pytest.mark.parametrize("kind", nccl_probe.CORRUPTIONS)
+def test_a_real_probe_with_a_corrupted_chunk_fails_and_says_where(kind):
+    """Two real gloo ranks; rank 1's summed 4 KiB bf16 buffer corrupted by whole chunks before
+    the check (``--corrupt 1:KIND``): the probe fails that case on rank 1 only, naming the
+    wrong elements, and its verdict fails."""
+    python = engine_python()
+    argv = [str(python), str(nccl_probe.Path(nccl_probe.__file__)), "--nprocs", "2",
+            "--timeout", "120", "--backend", "gloo", "--sizes", "4K", "--dtypes", "bf16",
+            "--corrupt", f"1:{kind}"]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=180)
+    report = parse_report(done.stdout)
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    (case,) = report.cases
+    (where,) = case.wrong
+    chunk = 2048 // nccl_probe.CHUNKS
+    assert not case.ok and where.rank == 1 and where.count >= chunk - 2, case
+    assert where.first is not None and where.first < 2 * chunk, where
+    assert case.error and case.error.startswith("rank 1: ") and "elements wrong" in case.error
+    assert report.ranks_ok == (0,)
+    verdict = check_report(report, tp=2, backend="gloo")
+    assert not verdict.ok and "all_reduce bf16 4096 B failed: rank 1: " in verdict.reason
+    assert "(injected)" in done.stdout

@@ -6,7 +6,12 @@ import json
 
 import pytest
 
-from tp2qual.checks.probe_result import ProbeReportError, check_report, parse_report
+from tp2qual.checks.probe_result import (
+    ProbeReportError,
+    WrongElements,
+    check_report,
+    parse_report,
+)
 from tp2qual.serving import nccl_probe
 
 
@@ -81,3 +86,20 @@ def test_tag_literal_matches_the_probe():
     from tp2qual.checks import probe_result
 
     assert probe_result.REPORT_TAG == nccl_probe.REPORT_TAG
+
+
+def test_where_a_rank_summed_wrong_is_kept_and_named():
+    where = {"rank": 1, "wrong_elements": 256, "first_wrong": 256, "last_wrong": 511,
+             "found": 3.0, "expected": 130}  # fmt: skip
+    error = (
+        "rank 1: 256 of 2048 elements wrong, elements 256..511; element 256 holds 3, expected 130"
+    )
+    bad = {"dtype": "bf16", "bytes": 4096, "ok": False, "ranks": 2, "error": error,
+           "wrong": [where]}  # fmt: skip
+    report = parse_report(report_line(ok=False, cases=[bad]))
+    (case,) = report.cases
+    assert case.wrong == (WrongElements(rank=1, count=256, first=256, last=511, found=3.0,
+                                        expected=130.0),)  # fmt: skip
+    verdict = check_report(report, tp=2, backend="gloo")
+    assert not verdict.ok and f"all_reduce bf16 4096 B failed: {error}" in verdict.reason
+    assert verdict.measures["cases"][0]["wrong"][0]["first"] == 256  # recorded, for the finding

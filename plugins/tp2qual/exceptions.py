@@ -3,14 +3,19 @@
     QualError
     ├── CandidateError        a candidate file is malformed or names something that does not exist
     ├── PinMismatch           the model file or image on disk is not the pinned one
+    ├── MalformedReply        an HTTP 200 whose body is not the answer asked for (body quoted)
     ├── ResponseTimeout       alive, but no answer within the request's time budget
     └── ServerError           a server did not come up or stopped serving
         ├── StartupExited     the process/container exited during start-up
         ├── StartupTimeout    not ready before the readiness deadline
         └── ServerDied        it was ready, then died mid-run
 
-Each of these speaks about the candidate (a gate that raises one FAILs); any other exception in
-a gate is the suite's own fault and reads as a suite error.
+    SuiteError                the suite or its host could not judge: never the candidate's FAIL
+    ├── PortInUse             the port the server is to listen on is held by another process
+    └── LookupTimedOut        a look-up the suite makes of its own accord (the engine's version)
+
+Each ``QualError`` speaks about the candidate (a gate that raises one FAILs); a ``SuiteError``,
+or any other exception in a gate, is the suite's own fault and reads as a suite error.
 
 Each carries the candidate's name and, where there is one, the log path, so a message always says
 what and where.
@@ -68,4 +73,26 @@ class StartupTimeout(ServerError):
 
 
 class ServerDied(ServerError):
+    pass
+
+
+class MalformedReply(QualError):
+    """The server answered HTTP 200, but not with what was asked for: no ``choices``, an empty
+    list, no ``message``, no ``usage`` count, a body or a stream chunk that is not JSON."""
+
+
+class SuiteError(Exception):
+    """Raised on purpose where the suite, not the candidate, stops a gate: the gate is ERROR
+    with this message, and the candidate is never blamed."""
+
+    def __init__(self, message: str, *, candidate: str = ""):
+        self.candidate = candidate
+        super().__init__(f"[{candidate}] {message}" if candidate else message)
+
+
+class PortInUse(SuiteError):
+    pass
+
+
+class LookupTimedOut(SuiteError):
     pass

@@ -48,6 +48,13 @@ def split_reasoning(message: dict[str, Any]) -> tuple[str, str]:
     return answer, "\n".join(parts)
 
 
+def output_text(message: dict[str, Any]) -> str:
+    """All a reply generated, reasoning first: reasoning is output too (a loop inside it is
+    the same fault as one in the answer; vLLM #52938's shape)."""
+    answer, reasoning = split_reasoning(message)
+    return "\n".join(part for part in (reasoning, answer) if part)
+
+
 def normalise(text: str) -> str:
     """Fold an answer for comparison: no reasoning, case, spacing, wrappers or final stop.
 
@@ -160,3 +167,17 @@ def check_reasoning_apart(answer: str, reasoning: str) -> Verdict:
     if reasoning.strip() in answer:
         return Verdict.failed("the reasoning leaked into the answer", **measures)
     return Verdict.passed(**measures)
+
+
+def check_budgeted_answer(
+    answer: str,
+    reasoning: str,
+    finish_reason: str | None,
+    max_tokens: int,
+    expect: list[str],
+    mode: str = "contains",
+) -> Verdict:
+    """The answer held first to its budget (``check_budget``: cut off inside reasoning is not a
+    wrong answer), then to what it should say (``check_answer``)."""
+    budget = check_budget(answer, reasoning, finish_reason, max_tokens)
+    return check_answer(answer, expect, mode) if budget.ok else budget

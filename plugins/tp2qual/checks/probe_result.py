@@ -1,8 +1,10 @@
 """Read the collective probe's final line (``TP2QUAL_PROBE_REPORT {json}``, written by
 ``serving/nccl_probe.py``) and decide whether it proves the ranks' all-reduce works.
 
-The probe all-reduces buffers of several sizes and dtypes with an exact expected sum and reports,
-per case, ok and the nccl-tests figures (seconds, algbw, busbw in GB/s). This module turns that
+The probe all-reduces buffers of several sizes and dtypes, filled by rank and position, with an
+exact expected sum per element and reports, per case, ok, where a rank's wrong elements are
+(how many, the first and last, what the first held) and the nccl-tests figures (seconds, algbw,
+busbw in GB/s). This module turns that
 line into typed facts a gate can claim from, and judges them: every rank of ``tp`` reported,
 every case summed right on every rank, and no timeout. Pure: text in, frozen dataclasses out;
 a missing or malformed line is one clear ``ProbeReportError``, never a traceback.
@@ -26,6 +28,19 @@ class ProbeReportError(ValueError):
 
 
 @dataclass(frozen=True)
+class WrongElements:
+    """Where one rank's sum of one case is wrong: how many elements, the first and the last,
+    and what the first held against what it should."""
+
+    rank: int
+    count: int
+    first: int | None = None
+    last: int | None = None
+    found: float | None = None
+    expected: float | None = None
+
+
+@dataclass(frozen=True)
 class Case:
     """One all-reduce size and dtype over all ranks; figures only when every rank ran it."""
 
@@ -37,6 +52,7 @@ class Case:
     algbw_gbps: float | None = None
     busbw_gbps: float | None = None
     error: str | None = None
+    wrong: tuple[WrongElements, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -101,19 +117,33 @@ def _typed(raw: dict[str, Any]) -> ProbeReport:
 
 
 def _case(c: dict[str, Any]) -> Case:
-    def num(key: str) -> float | None:
-        return float(c[key]) if c.get(key) is not None else None
-
     return Case(
         dtype=str(c["dtype"]),
         bytes=int(c["bytes"]),
         ok=bool(c["ok"]),
         ranks=int(c["ranks"]),
-        seconds=num("seconds"),
-        algbw_gbps=num("algbw_gbps"),
-        busbw_gbps=num("busbw_gbps"),
+        seconds=_number(c, "seconds"),
+        algbw_gbps=_number(c, "algbw_gbps"),
+        busbw_gbps=_number(c, "busbw_gbps"),
         error=str(c["error"]) if c.get("error") else None,
+        wrong=tuple(_wrong(w) for w in c.get("wrong") or []),
     )
+
+
+def _wrong(w: dict[str, Any]) -> WrongElements:
+    first, last = _number(w, "first_wrong"), _number(w, "last_wrong")
+    return WrongElements(
+        rank=int(w["rank"]),
+        count=int(w["wrong_elements"]),
+        first=None if first is None else int(first),
+        last=None if last is None else int(last),
+        found=_number(w, "found"),
+        expected=_number(w, "expected"),
+    )
+
+
+def _number(entry: dict[str, Any], key: str) -> float | None:
+    return float(entry[key]) if entry.get(key) is not None else None
 
 
 def check_report(report: ProbeReport, *, tp: int, backend: str) -> Verdict:

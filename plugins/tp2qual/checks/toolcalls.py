@@ -15,6 +15,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
+from tp2qual.checks.replies import reply_message
 from tp2qual.checks.verdict import Verdict
 from tp2qual.engines import engine_for
 
@@ -162,8 +163,8 @@ def reassemble_stream(chunks: list[dict[str, Any]]) -> dict[str, Any]:
     finish_reason = None
     for chunk in chunks:
         for choice in chunk.get("choices") or []:
-            if choice.get("index", 0) != 0:
-                continue
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue  # (a choice that is no object carries nothing to rebuild)
             delta = choice.get("delta") or {}
             content.append(delta.get("content") or "")
             reasoning.append(delta.get("reasoning_content") or delta.get("reasoning") or "")
@@ -223,26 +224,6 @@ def check_stream_matches(
     if bad := [i for i, n in enumerate(counts) if n != 1]:
         return Verdict.failed(f"function name not streamed exactly once for calls {bad}", **found)
     return Verdict.passed(**found)
-
-
-def reply_message(status: int | None, body: Any) -> tuple[dict[str, Any] | None, str]:
-    """Choice 0's message of a non-streamed chat completion, or why there is none: an HTTP
-    error (its status and body) or a 200 that carries no message. Either is the candidate's
-    answer and is judged as one, never read blindly into a KeyError."""
-    if status != 200:
-        return None, f"HTTP {status}: {_excerpt(body)}"
-    try:
-        message = body["choices"][0]["message"]
-    except (KeyError, IndexError, TypeError):
-        message = None
-    if not isinstance(message, dict):
-        return None, f"HTTP 200 without a chat completion message: {_excerpt(body)}"
-    return message, ""
-
-
-def _excerpt(body: Any, limit: int = 300) -> str:
-    text = body if isinstance(body, str) else json.dumps(body, sort_keys=True, default=str)
-    return text[:limit] + ("…" if len(text) > limit else "")
 
 
 def check_twin(streamed: dict[str, Any], status: int | None, body: Any) -> Verdict:

@@ -5,10 +5,12 @@ not run (not applicable, blocked by an earlier gate, optional lane without its b
 None; the setup hook acts on it with a skip — never xfail, which would read as expected. The
 report wrapper writes each test's outcome into the record, so the next gate can see it.
 
-Whose fault: ``blames_candidate`` decides. A gate's assertion, ``pytest.fail`` and the suite's own
-``QualError`` tree (server exits, dies or does not answer in time; pins) speak about the
-candidate and FAIL the gate. Anything else — a bug, a warning turned error — is a *suite error*:
-the gate is ERROR with its traceback kept as an artifact, and the candidate is never blamed.
+Whose fault: ``blames_candidate`` decides. An assertion raised in a gate module's own code,
+``pytest.fail`` and the suite's own ``QualError`` tree (server exits, dies or does not answer in
+time; a malformed answer; pins) speak about the candidate and FAIL the gate. Anything else — a
+bug, a plain ``assert`` in the suite's own modules, a ``SuiteError``, a warning turned error —
+is a *suite error*: the gate is ERROR with its traceback kept as an artifact, and the candidate
+is never blamed.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Generator, Sequence
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 import pytest
@@ -257,7 +260,20 @@ def blames_candidate(excinfo: pytest.ExceptionInfo[BaseException] | None) -> boo
     """Whether a failure is a statement about the candidate (see the module docstring)."""
     if excinfo is None:
         return False
-    return excinfo.errisinstance((AssertionError, pytest.fail.Exception, QualError))
+    if excinfo.errisinstance((pytest.fail.Exception, QualError)):
+        return True
+    return excinfo.errisinstance(AssertionError) and raised_in_a_gate(excinfo.tb)
+
+
+def raised_in_a_gate(tb: TracebackType) -> bool:
+    """Whether the frame that raised is a gate module's own code: a module whose ``pytestmark``
+    names a gate (tests/test_NN_*.py), where an ``assert`` is the gate's statement about the
+    candidate. An ``assert`` raised anywhere else (the suite's package, a plugin) is a bug."""
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    marks = tb.tb_frame.f_globals.get("pytestmark")
+    marks = marks if isinstance(marks, list) else [marks]
+    return any(getattr(mark, "name", None) in GATES for mark in marks)
 
 
 # A parametrized check (gate 05's modes) keeps its worst outcome under its one name.

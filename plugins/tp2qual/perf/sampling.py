@@ -5,7 +5,8 @@ E2E   = arrival of the last chunk - send
 TPOT  = (E2E - TTFT) / (output tokens - 1)       (AIPerf calls this "inter-token latency")
 decode_tok_s = (output tokens - 1) / (E2E - TTFT) = 1 / TPOT
 ITL   = gaps between successive output-carrying chunks (chunk-level, not token-level)
-Output tokens come from ``usage`` when the stream carries it, else from the server's tokenizer;
+Output tokens come from ``usage`` when the stream carries it, else from the server's tokenizer,
+else one per content chunk (``output_tokens``: gate 08 and its re-derivation count the same way);
 reasoning tokens count as output (AIPerf: OSL = output + reasoning).
 """
 
@@ -14,11 +15,14 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from tp2qual.checks.stats import percentile
+from tp2qual.checks.replies import chunk_delta, content_chunks
+from tp2qual.checks.stats import percentile, summarize
+
+FIGURES = ("ttft_s", "tpot_s", "decode_tok_s", "e2e_s")  # summarized, claimed, compared
 
 
 def _carries_output(chunk: dict[str, Any]) -> bool:
-    delta = (chunk.get("choices") or [{}])[0].get("delta") or {}
+    delta = chunk_delta(chunk)
     return bool(delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning"))
 
 
@@ -46,3 +50,30 @@ def sample(
         "itl_p90_s": percentile(gaps, 90) if gaps else None,
         "itl_p99_s": percentile(gaps, 99) if gaps else None,
     }
+
+
+def usage_tokens(usage: dict[str, Any] | None) -> int | None:
+    """``completion_tokens`` of a stream's ``usage``, when it carries a count."""
+    count = (usage or {}).get("completion_tokens")
+    return count if isinstance(count, int) and count > 0 else None
+
+
+def output_tokens(
+    usage: dict[str, Any] | None,
+    tokenized: tuple[int | None, Any] | None,
+    chunks: list[dict[str, Any]],
+) -> tuple[int, str]:
+    """Output tokens of one stream and how they were counted: ``usage``, else the server's
+    tokenizer on the streamed text (``tokenized``: that answer's status and body, asked only
+    when ``usage_tokens`` gives none), else one per content chunk."""
+    if (count := usage_tokens(usage)) is not None:
+        return count, "usage"
+    status, body = tokenized or (None, None)
+    if status == 200 and isinstance(body, dict) and isinstance(body.get("tokens"), list):
+        return len(body["tokens"]), "server_tokenizer"
+    return content_chunks(chunks), "chunks"
+
+
+def summary(samples: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """``checks.stats.summarize`` of each figure over the measured samples."""
+    return {name: summarize([s[name] for s in samples]).as_dict() for name in FIGURES}

@@ -1,9 +1,10 @@
 """The throughput gate's measuring step, reusable: one streamed request in, one sample out.
 
-Gate 07 and ``benchmarks/peer_compare.py`` both call ``measure`` so the benchmark checks the very
+Gate 08 and ``benchmarks/peer_compare.py`` both call ``measure`` so the benchmark checks the very
 code the gate runs: ``Api.stream_chat`` (send, timestamp each chunk, record), the output-token
-count (``usage`` when the stream carries it, else the server's own tokenizer on the streamed
-text, else one per content chunk) and ``sampling.sample`` (the TTFT/TPOT/ITL definitions).
+count (``sampling.output_tokens``: ``usage`` when the stream carries it, else the server's own
+tokenizer on the streamed text, else one per content chunk) and ``sampling.sample`` (the
+TTFT/TPOT/ITL definitions).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 from tp2qual.candidate import Candidate
 from tp2qual.gates import chat_body
-from tp2qual.perf.sampling import sample
+from tp2qual.perf.sampling import output_tokens, sample, usage_tokens
 from tp2qual.prompts import filler
 from tp2qual.serving.server import Api, Stream
 
@@ -43,24 +44,19 @@ def request_body(candidate: Candidate, settings: dict[str, Any], n: int) -> dict
 
 
 def count_tokens(api: Api, served_name: str, stream: Stream) -> tuple[int, str]:
-    """Output tokens of one stream and how they were counted."""
-    usage = stream.usage()
-    if usage and usage.get("completion_tokens"):
-        return usage["completion_tokens"], "usage"
-    # llama-cpp-python ignores stream_options.include_usage: ask its own tokenizer.
-    counted = api.request(
-        "tokenize",
-        "POST",
-        "/extras/tokenize",
-        {"model": served_name, "input": stream.text()},
-        timeout=TOKENIZE_TIMEOUT_S,
-    )
-    if counted.status == 200 and isinstance(counted.body, dict) and "tokens" in counted.body:
-        return len(counted.body["tokens"]), "server_tokenizer"
-    chunks = [
-        c for c in stream.chunks if (c.get("choices") or [{}])[0].get("delta", {}).get("content")
-    ]
-    return len(chunks), "chunks"
+    """Output tokens of one stream and how they were counted (``sampling.output_tokens``)."""
+    usage, tokenized = stream.usage(), None
+    if usage_tokens(usage) is None:
+        # llama-cpp-python ignores stream_options.include_usage: ask its own tokenizer.
+        counted = api.request(
+            "tokenize",
+            "POST",
+            "/extras/tokenize",
+            {"model": served_name, "input": stream.text()},
+            timeout=TOKENIZE_TIMEOUT_S,
+        )
+        tokenized = (counted.status, counted.body)
+    return output_tokens(usage, tokenized, stream.chunks)
 
 
 def measure(api: Api, tag: str, body: dict[str, Any], served_name: str) -> Measured:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,13 +22,17 @@ import httpx
 
 from tp2qual.candidate import Candidate, cache_dir
 from tp2qual.checks import preflight
+from tp2qual.checks.replies import excerpt
 from tp2qual.draft import draft_pin
 from tp2qual.engines import engine_for
-from tp2qual.exceptions import PinMismatch
+from tp2qual.exceptions import LookupTimedOut, PinMismatch
 from tp2qual.gpu import host_info
 from tp2qual.serving.hub_snapshot import DigestCache, SnapshotMismatch, check_snapshot
 
 DIGESTS = "digests.json"  # under the tp2qual cache: sha256 by (device, inode, size, mtime)
+VERSION_TIMEOUT_S = 5.0  # the engine's version look-up: a control request, it generates nothing
+PACKAGE_TIMEOUT_S = 30.0  # the engine's Python asked for its package's version (an import)
+LLAMA_CPP_PACKAGE = "llama-cpp-python"
 
 
 def model_identity(candidate: Candidate) -> dict[str, Any]:
@@ -140,32 +145,86 @@ def _snapshot(
 def engine_identity(
     candidate: Candidate, base_url: str, launch: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    """Ask the engine what it is; for llama.cpp (no version endpoint) use the installed package,
-    or the version label our local image carries."""
+    """Ask the engine what it is; for llama.cpp (no version endpoint) use the package installed
+    in the Python the engine runs under (``launch.python``), or the version label our local
+    image carries. A look-up that times out is the suite's ``LookupTimedOut``: the version is
+    unknown, not wrong, so it is never the candidate's FAIL."""
     facts: dict[str, Any] = {
         "kind": candidate.engine,
         "chat_format": candidate.spec["engine"].get("chat_format"),
     }
     paths = engine_for(candidate.engine).identity_paths  # tried in order; a 404 tries the next
     for path in paths:
-        try:
-            response = httpx.get(base_url + path, timeout=5, trust_env=False)
-            if response.status_code == 404:
-                continue
-            body = response.json()
-            facts.update(version=body.get("version"), server_info=body, version_source=path)
-            facts.pop("version_error", None)
-            break
-        except (httpx.HTTPError, ValueError, AttributeError) as exc:
-            facts["version_error"] = repr(exc)
+        found = _ask_version(candidate, base_url, path)
+        if found is None:
+            continue
+        if "version_error" in found:
+            facts["version_error"] = found["version_error"]
+            continue
+        facts.update(found)
+        facts.pop("version_error", None)
+        break
     if paths:
         return facts
     if candidate.launcher_kind == "process":
-        facts["version"] = _package_version("llama-cpp-python")
+        facts["version"], facts["version_source"] = _engine_package_version(candidate)
     else:
         labels = (launch or {}).get("image_labels") or {}
         facts["version"] = labels.get("tp2qual.engine.version")
     return facts
+
+
+def _ask_version(candidate: Candidate, base_url: str, path: str) -> dict[str, Any] | None:
+    """What ``GET path`` says the engine is (None: a 404, try the next path)."""
+    try:
+        response = httpx.get(base_url + path, timeout=VERSION_TIMEOUT_S, trust_env=False)
+    except httpx.TimeoutException:
+        raise LookupTimedOut(
+            f"GET {path} did not answer within {VERSION_TIMEOUT_S:g} s: the engine's version is "
+            "unknown (the suite's own look-up, not a statement about the candidate)",
+            candidate=candidate.name,
+        ) from None
+    except httpx.HTTPError as exc:
+        return {"version_error": f"GET {path}: {exc!r}"}
+    if response.status_code == 404:
+        return None
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if response.status_code != 200 or not isinstance(body, dict):
+        said = excerpt(body if body is not None else response.text)
+        return {"version_error": f"GET {path}: HTTP {response.status_code}: {said}"}
+    return {"version": body.get("version"), "server_info": body, "version_source": path}
+
+
+PACKAGE_VERSION = (  # run in the engine's own Python: its installed copy, not the suite's
+    "import importlib.metadata as m, sys\n"
+    "try:\n    print(m.version(sys.argv[1]))\n"
+    "except m.PackageNotFoundError:\n    pass\n"
+)
+
+
+def _engine_package_version(candidate: Candidate) -> tuple[str | None, str]:
+    """llama-cpp-python's version as installed in the Python the candidate's engine runs
+    under (``launch.python``, else the suite's own)."""
+    python = candidate.python()
+    if python == Path(sys.executable):
+        return _package_version(LLAMA_CPP_PACKAGE), "the suite's Python"
+    try:
+        done = subprocess.run(
+            [str(python), "-c", PACKAGE_VERSION, LLAMA_CPP_PACKAGE],
+            capture_output=True,
+            text=True,
+            timeout=PACKAGE_TIMEOUT_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise LookupTimedOut(
+            f"{python} did not say its {LLAMA_CPP_PACKAGE} version within {PACKAGE_TIMEOUT_S:g} s",
+            candidate=candidate.name,
+        ) from None
+    return done.stdout.strip() or None, f"launch.python ({python})"
 
 
 def _package_version(name: str) -> str | None:

@@ -8,8 +8,12 @@ runs one rank, and two ranks on one GPU give NCCL's real "Duplicate GPU detected
 
 Each rank all-reduces buffers of several sizes (``--sizes``, default 4 KiB, 1 MiB, 32 MiB: small
 ones take NCCL's LL protocol, large ones Simple) in each dtype (``--dtypes``, bf16 and fp32).
-Rank r fills its buffer with r+1, so every element of the sum is exactly N(N+1)/2 (a small
-integer, exact in bf16 up to 256, i.e. N <= 22) and every element is checked. Timing follows
+Rank r fills element i with ((r+1)(i mod p) + r) mod p, p the largest prime for which every
+element of the sum stays an exact integer in the dtype (127 in bf16 at N=2: ``fill_modulus``),
+and every element of the sum is checked against its own expected value. The fill depends on
+the rank and the position, and p is odd, so a chunk misplaced, duplicated or shifted by any
+power-of-two offset sums wrong (a constant fill sums the same); a wrong case names how many
+elements are wrong, the first and last, and what the first held. Timing follows
 nccl-tests: ``--warmup`` untimed, then ``--iters`` timed; seconds per all-reduce; algbw =
 bytes / seconds; busbw = algbw * 2(N-1)/N (GB/s = 1e9 bytes/s); the report takes the mean over
 ranks of each rank's time, as nccl-tests' default ``-a 1``.
@@ -60,6 +64,14 @@ KILL_GRACE_S = 5.0
 FAIL_GRACE_S = 15.0
 POLL_S = 0.05
 ENV_PREFIXES = ("NCCL_", "PYTORCH_CUDA_ALLOC_CONF", "CUDA_VISIBLE_DEVICES", "TORCH_")
+# The largest integer below which every integer is exact, per dtype (8, 11, 24 mantissa bits).
+EXACT_UP_TO = {"bf16": 1 << 8, "fp16": 1 << 11, "fp32": 1 << 24}
+FILL_PRIME_CAP = 65521  # the largest prime below 2^16: enough positions before the fill repeats
+# Fault injection for the self-tests (``--corrupt RANK:KIND``), on that rank's summed buffer
+# before it is checked, by whole chunks of an eighth of the buffer: a collective that put a
+# chunk in the wrong place, delivered one twice, or shifted them all.
+CORRUPTIONS = ("swap", "duplicate", "shift")
+CHUNKS = 8
 
 WorkerArgv = Callable[[int, int, int], list[str]]
 
@@ -76,6 +88,7 @@ class Plan:
     torch_timeout_s: float = 90.0
     stall_rank: int | None = None  # fault injection for self-tests: this rank sleeps ...
     stall_s: float = 0.0  # ... this long before its first collective
+    corrupt: str = ""  # fault injection: "RANK:KIND" corrupts that rank's result (CORRUPTIONS)
 
     def argv(self) -> list[str]:
         """The worker flags that carry this plan to each rank."""
@@ -88,6 +101,8 @@ class Plan:
         ]  # fmt: skip
         if self.stall_rank is not None:
             out += ["--stall-rank", str(self.stall_rank), "--stall-s", f"{self.stall_s:g}"]
+        if self.corrupt:
+            out += ["--corrupt", self.corrupt]
         return out
 
 
@@ -150,6 +165,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--start-ranks", type=_ranks, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--stall-rank", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--stall-s", type=float, default=0.0, help=argparse.SUPPRESS)
+    parser.add_argument("--corrupt", type=_corruption, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--rank", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
@@ -167,6 +183,7 @@ def plan_of(args: argparse.Namespace) -> Plan:
         torch_timeout_s=torch_timeout,
         stall_rank=args.stall_rank,
         stall_s=args.stall_s,
+        corrupt=args.corrupt or "",
     )
 
 
@@ -196,6 +213,15 @@ def _ranks(text: str) -> list[int]:
         return sorted({int(part) for part in text.split(",")})
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a list of ranks such as 0,1") from None
+
+
+def _corruption(text: str) -> str:
+    rank, _, kind = text.partition(":")
+    if not rank.isdigit() or kind not in CORRUPTIONS:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not RANK:KIND, KIND one of {', '.join(CORRUPTIONS)}"
+        )
+    return text
 
 
 def _count(text: str) -> int:
@@ -406,23 +432,35 @@ def _rank_entry(o: RankOutcome) -> dict[str, Any]:
     return entry
 
 
+WHERE_WRONG = ("wrong_elements", "first_wrong", "last_wrong", "found", "expected")
+
+
 def cases_over_ranks(nprocs: int, per_rank: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
     """One entry per (dtype, bytes): ok only when every rank ran it and summed right; seconds is
-    the mean of the ranks' times (nccl-tests' default), algbw and busbw from it in GB/s."""
-    keyed: dict[tuple[str, int], list[dict[str, Any]]] = {}
-    for cases in per_rank:
+    the mean of the ranks' times (nccl-tests' default), algbw and busbw from it in GB/s; each
+    rank's error says which rank, and ``wrong`` where that rank's wrong elements are
+    (``per_rank[r]``: rank r's cases)."""
+    keyed: dict[tuple[str, int], list[tuple[int, dict[str, Any]]]] = {}
+    for rank, cases in enumerate(per_rank):
         for case in cases:
-            keyed.setdefault((case["dtype"], case["bytes"]), []).append(case)
+            keyed.setdefault((case["dtype"], case["bytes"]), []).append((rank, case))
     out = []
     for (dtype, size), seen in keyed.items():
-        ok = len(seen) == nprocs and all(c.get("ok") for c in seen)
-        times = [c["seconds"] for c in seen if c.get("seconds")]
+        ok = len(seen) == nprocs and all(c.get("ok") for _, c in seen)
+        times = [c["seconds"] for _, c in seen if c.get("seconds")]
         entry: dict[str, Any] = {"dtype": dtype, "bytes": size, "ok": ok, "ranks": len(seen)}
         if ok and len(times) == nprocs:
             entry.update(bandwidth(size, sum(times) / len(times), nprocs))
-        errors = sorted({c["error"] for c in seen if c.get("error")})
+        errors = [f"rank {r}: {c['error']}" for r, c in seen if c.get("error")]
         if errors:
             entry["error"] = "; ".join(errors)
+        wrong = [
+            {"rank": r, **{k: c[k] for k in WHERE_WRONG if k in c}}
+            for r, c in seen
+            if c.get("wrong_elements")
+        ]
+        if wrong:
+            entry["wrong"] = wrong
         out.append(entry)
     return out
 
@@ -435,6 +473,42 @@ def bandwidth(size: int, seconds: float, nprocs: int) -> dict[str, float]:
         "algbw_gbps": round(algbw, 4),
         "busbw_gbps": round(algbw * 2 * (nprocs - 1) / nprocs, 4),
     }
+
+
+def _is_prime(n: int) -> bool:
+    return n >= 2 and all(n % d for d in range(2, int(n**0.5) + 1))
+
+
+def fill_modulus(dtype: str, world: int) -> int | None:
+    """The prime the fill runs modulo: the largest p for which the sum of ``world`` values below
+    p stays exact in ``dtype`` (world x (p-1) <= the dtype's exact-integer limit), capped; None
+    when not even p = 2 is exact (a world too large for the dtype)."""
+    top = min(EXACT_UP_TO[dtype] // world + 1, FILL_PRIME_CAP)
+    return next((p for p in range(top, 1, -1) if _is_prime(p)), None)
+
+
+def fill_value(rank: int, index: Any, modulus: int) -> Any:
+    """What rank ``rank`` puts at element ``index`` (an int, or a tensor of positions: the
+    same arithmetic): different per rank and per position."""
+    return ((rank + 1) * (index % modulus) + rank) % modulus
+
+
+def expected_sum(index: Any, world: int, modulus: int) -> Any:
+    """Element ``index`` of the right all-reduce sum (an int, or a tensor of them)."""
+    total = fill_value(0, index, modulus)
+    for rank in range(1, world):
+        total = total + fill_value(rank, index, modulus)
+    return total
+
+
+def corrupted(values: list[Any], kind: str) -> list[Any]:
+    """``values`` as a faulty collective would leave them (``CORRUPTIONS``), for the tests."""
+    c = max(1, len(values) // CHUNKS)
+    if kind == "swap":
+        return values[c : 2 * c] + values[:c] + values[2 * c :]
+    if kind == "duplicate":
+        return values[:c] + values[:c] + values[2 * c :]
+    return values[-c:] + values[:-c]  # shift: every chunk one place over
 
 
 def worker(rank: int, world: int, port: int, plan: Plan) -> int:
@@ -520,27 +594,26 @@ _TORCH_DTYPES = {"bf16": "bfloat16", "fp32": "float32", "fp16": "float16"}
 def _one_case(
     rank: int, world: int, plan: Plan, dtype: str, size: int, device: str, sync: Callable[[], Any]
 ) -> dict[str, Any]:
-    """Check one all-reduce's every element against the exact sum, then time the same buffer
-    (in place: the values grow, the timing does not care; nccl-tests does not check timed runs
-    either)."""
+    """Check one all-reduce's every element against its own exact sum, then time the same
+    buffer (in place: the values grow, the timing does not care; nccl-tests does not check
+    timed runs either)."""
     import torch
     import torch.distributed as dist
 
     torch_dtype = getattr(torch, _TORCH_DTYPES[dtype])
     count = size // torch.tensor([], dtype=torch_dtype).element_size()
-    expected = world * (world + 1) // 2
+    modulus = fill_modulus(dtype, world) or 2
     label = f"all_reduce {dtype} {size} B"
     _say(rank, world, f"{label} START")
-    t = torch.full((count,), float(rank + 1), dtype=torch_dtype, device=device)
+    case: dict[str, Any] = {"dtype": dtype, "bytes": size, "count": count, "modulus": modulus}
+    index = torch.arange(count, dtype=torch.int32, device=device)  # values stay far below 2^31
+    t = fill_value(rank, index, modulus).to(torch_dtype)
     dist.all_reduce(t)
     sync()
-    wrong = int((t != expected).sum().item())
-    case: dict[str, Any] = {"dtype": dtype, "bytes": size, "count": count, "expected": expected}
-    case.update(ok=wrong == 0, wrong_elements=wrong)
-    if wrong:
-        case["error"] = f"{wrong} of {count} elements differ from {expected}"
-    if float(torch.tensor(expected, dtype=torch_dtype).item()) != expected:  # a suite limit
-        case.update(ok=False, error=f"{world} ranks: the sum {expected} is not exact in {dtype}")
+    _inject(rank, world, plan, t, case)
+    case.update(_wrong_elements(t, expected_sum(index, world, modulus).to(torch_dtype)))
+    if fill_modulus(dtype, world) is None:  # a suite limit, not the collective's
+        case.update(ok=False, error=f"{world} ranks: no fill whose sum is exact in {dtype}")
     for _ in range(plan.warmup):
         dist.all_reduce(t)
     sync()
@@ -554,6 +627,41 @@ def _one_case(
     _say(rank, world, f"{label} COMPLETE ok={case['ok']} {figures['seconds'] * 1e6:.1f} us"
          f" busbw {figures['busbw_gbps']:.3f} GB/s")  # fmt: skip
     return case
+
+
+def _inject(rank: int, world: int, plan: Plan, t: Any, case: dict[str, Any]) -> None:
+    """The self-tests' ``--corrupt RANK:KIND``: this rank's summed buffer, corrupted in place
+    (``corrupted`` says how), and the case says so."""
+    target, _, kind = plan.corrupt.partition(":")
+    if not plan.corrupt or int(target) != rank:
+        return
+    import torch
+
+    c = max(1, t.numel() // CHUNKS)
+    if kind == "swap":
+        t[: 2 * c] = torch.cat([t[c : 2 * c], t[:c]])
+    elif kind == "duplicate":
+        t[c : 2 * c] = t[:c].clone()
+    else:
+        t.copy_(torch.roll(t, c))
+    case["injected"] = kind
+    _say(rank, world, f"corrupting the summed buffer: {kind} of a {c}-element chunk (injected)")
+
+
+def _wrong_elements(t: Any, want: Any) -> dict[str, Any]:
+    """How many elements differ from their expected sum, and where: the first (its value and
+    the one expected) and the last."""
+    bad = (t != want).nonzero().flatten()  # small integers: exact in the dtype itself
+    found: dict[str, Any] = {"ok": bad.numel() == 0, "wrong_elements": int(bad.numel())}
+    if bad.numel():
+        first, last = int(bad[0]), int(bad[-1])
+        held, expected = float(t[first]), int(want[first])
+        found |= {"first_wrong": first, "last_wrong": last, "found": held, "expected": expected}
+        found["error"] = (
+            f"{bad.numel()} of {t.numel()} elements wrong, elements {first}..{last}; element "
+            f"{first} holds {held:g}, expected {expected}"
+        )
+    return found
 
 
 def table(report: ProbeReport) -> list[str]:

@@ -21,8 +21,17 @@ from tp2qual.candidate import Candidate
 from tp2qual.checks.diagnosis.model import lines_of
 from tp2qual.checks.diagnosis.steps import stalled_step
 from tp2qual.checks.ranks import dead_worker
+from tp2qual.checks.replies import (
+    content_chunks,
+    excerpt,
+    reply_choice,
+    reply_message,
+    stream_text,
+    stream_usage,
+    usage_count,
+)
 from tp2qual.evidence.layout import Evidence
-from tp2qual.exceptions import ResponseTimeout, ServerDied
+from tp2qual.exceptions import MalformedReply, ResponseTimeout, ServerDied
 from tp2qual.serving.launchers.base import Launcher
 
 DEATH_GRACE_S = 2.0  # after a transport error, how long to wait for the exit to show
@@ -118,18 +127,38 @@ class Server:
 
 @dataclass
 class Exchange:
+    """One recorded answer. Its accessors read the parts a gate judges; a 200 body without the
+    part is the candidate's ``MalformedReply`` (a FAIL, the body quoted), never a KeyError."""
+
     tag: str
     status: int
     body: Any
     elapsed_s: float
+    candidate: str = ""
+
+    @property
+    def choice(self) -> dict[str, Any]:
+        """Choice 0 (a chat or a text completion)."""
+        return self._part(*reply_choice(self.status, self.body))
 
     @property
     def message(self) -> dict[str, Any]:
-        return self.body["choices"][0]["message"]
+        """Choice 0's message (a chat completion)."""
+        return self._part(*reply_message(self.status, self.body))
 
     @property
     def finish_reason(self) -> str | None:
-        return self.body["choices"][0].get("finish_reason")
+        return self.choice.get("finish_reason")
+
+    def usage(self, key: str) -> int:
+        """``usage.<key>``: ``prompt_tokens`` or ``completion_tokens``."""
+        return self._part(*usage_count(self.status, self.body, key))
+
+    def _part(self, part: Any, problem: str) -> Any:
+        __tracebackhide__ = True
+        if part is None:
+            raise MalformedReply(f"{self.tag}: {problem}", candidate=self.candidate)
+        return part
 
 
 @dataclass
@@ -142,20 +171,17 @@ class Stream:
     times: list[float] = field(default_factory=list)
     error_body: Any = None
     e2e_s: float = 0.0
+    malformed: list[dict[str, Any]] = field(default_factory=list)  # data lines not a JSON object
 
     def text(self) -> str:
-        return "".join(
-            (c.get("choices") or [{}])[0].get("delta", {}).get("content") or "" for c in self.chunks
-        )
+        return stream_text(self.chunks)
 
     def content_chunks(self) -> int:
         """Chunks that carry answer text (about one token each on the engines here)."""
-        return sum(
-            1 for c in self.chunks if (c.get("choices") or [{}])[0].get("delta", {}).get("content")
-        )
+        return content_chunks(self.chunks)
 
     def usage(self) -> dict[str, Any] | None:
-        return next((c["usage"] for c in reversed(self.chunks) if c.get("usage")), None)
+        return stream_usage(self.chunks)
 
 
 def _parse(response: httpx.Response) -> Any:
@@ -248,7 +274,7 @@ class Api:
         if watched:
             usage = parsed.get("usage") if isinstance(parsed, dict) else None
             watched.answered(tag, (usage or {}).get("completion_tokens"))
-        return Exchange(tag, response.status_code, parsed, elapsed)
+        return Exchange(tag, response.status_code, parsed, elapsed, self.server.candidate.name)
 
     def _sent(self, tag: str, body: Any) -> Watch | None:
         """Tell the watch of a generating request; the watch to tell of its end, if any."""
@@ -285,8 +311,16 @@ class Api:
             chunks=[{"t": t, "data": c} for t, c in zip(result.times, result.chunks, strict=True)],
             error_body=result.error_body,
             e2e_s=result.e2e_s,
+            **({"malformed": result.malformed} if result.malformed else {}),
         )
         self.server.died_behind(result.status)
+        if result.malformed:
+            first = result.malformed[0]
+            raise MalformedReply(
+                f"{tag}: HTTP 200 stream with {len(result.malformed)} data line(s) that are not "
+                f"a JSON object, the first at {first['t']} s: {excerpt(first['line'])}",
+                candidate=self.server.candidate.name,
+            )
         if watched:
             usage = result.usage() or {}
             watched.answered(tag, usage.get("completion_tokens") or result.content_chunks())
@@ -308,7 +342,14 @@ class Api:
                 data = line[5:].strip()
                 if data == "[DONE]":
                     continue  # read to the end: the connection then stays reusable
-                result.chunks.append(json.loads(data))
+                try:
+                    chunk = json.loads(data)
+                except ValueError:
+                    chunk = None
+                if not isinstance(chunk, dict):  # kept apart, so every chunk reads as one
+                    result.malformed.append({"t": round(now - began, 6), "line": data})
+                    continue
+                result.chunks.append(chunk)
                 result.times.append(round(now - began, 6))
                 if self.watch is not None:
                     self.watch.streamed(tag, len(result.chunks))

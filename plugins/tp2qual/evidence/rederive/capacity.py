@@ -1,8 +1,8 @@
 """Gate 06 (capacity): the needle near the bound and the over-bound request judged again.
 
-From ``capacity.jsonl``, the needle's answer is held to its budget and expected answer
-(``checks.answers.check_budget``, ``check_answer``) and its prompt's fill of the context
-measured; the over-bound request, its streamed form and the request after it are classified by
+From ``capacity.jsonl``, the needle is judged by the gate's own rule (``checks.needle``: its
+answer held to its budget and the hidden city, its prompt's fill of the context); the
+over-bound request, its streamed form and the request after it are classified by
 the engine's over-length rule (``checks.overlength.classify``, ``over_bound_problems``). The
 rows re-derived are ``capacity_results.jsonl``'s.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tp2qual.checks.answers import check_answer, check_budget, split_reasoning
+from tp2qual.checks.needle import fill_reaches, judge_needle
 from tp2qual.checks.overlength import classify, over_bound_problems
 from tp2qual.engines import engine_for
 from tp2qual.evidence.rederive.common import (
@@ -47,7 +47,7 @@ def capacity(run: GateRun) -> Rederived:
         out.rows["capacity_results.jsonl"].append({**row, **new})
         if not new["ok"]:
             out.failures.append(f"capacity.jsonl {tag}: check {row.get('check')} fails")
-        if tag == "needle" and new["fill"] < run.settings["fill"] - 0.05:
+        if tag == "needle" and not fill_reaches(new["fill"], run.settings["fill"]):
             out.failures.append(f"capacity.jsonl needle: filled only {new['fill']:.0%}")
     checks = {r.get("check") for r in rows}
     out.failures += [f"check {c}: no result" for c in ("needle", "over_bound") if c not in checks]
@@ -57,14 +57,16 @@ def capacity(run: GateRun) -> Rederived:
 def _needle(run: GateRun, exchange: dict[str, Any] | None) -> dict[str, Any] | None:
     if status_of(exchange) != 200 or exchange is None:
         return None
-    used = (exchange["response"].get("usage") or {}).get("prompt_tokens")
-    text, reasoning = split_reasoning(message_of(exchange))
-    budget = run.settings["needle_max_tokens"]
-    verdict = check_budget(text, reasoning, finish_of(exchange), budget)
-    answer = run.settings.get("needle_answer", "Lisbon")
-    verdict = check_answer(text, [answer]) if verdict.ok else verdict
-    fill = used / run.max_model_len if isinstance(used, int) else 0.0
-    return {"prompt_tokens": used, "fill": fill, "answer": text, "expect": answer, "ok": verdict.ok}
+    response = exchange.get("response")
+    usage = (response.get("usage") if isinstance(response, dict) else None) or {}
+    row, _ = judge_needle(
+        message_of(exchange),
+        finish_of(exchange),
+        usage.get("prompt_tokens"),
+        run.max_model_len,
+        run.settings,
+    )
+    return row
 
 
 def _over_bound(run: GateRun, raw: dict[str, dict[str, Any]]) -> dict[str, Any] | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from tp2qual.checks.needle import fill_reaches
 from tp2qual.checks.overlength import PASSING
 from tp2qual.perf import floors
 
@@ -31,7 +32,7 @@ SUPPORTS_PASS: dict[str, Callable[[Any, Mapping[str, Any]], bool]] = {
     "long_outputs": _some,
     "tool_calls_ok": _true,
     "tool_calls_checked": _some,
-    "needle_prompt_fill": lambda v, s: isinstance(v, int | float) and v >= s["fill"] - 0.05,
+    "needle_prompt_fill": lambda v, s: fill_reaches(v, s["fill"]),
     "over_bound_status": lambda v, _s: isinstance(v, int) and 400 <= v < 500,
     "over_bound_stream": lambda v, _s: v in PASSING,
     "samples": lambda v, s: isinstance(v, int) and v >= s["samples"],

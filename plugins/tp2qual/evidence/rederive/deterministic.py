@@ -1,22 +1,13 @@
 """Gate 03 (deterministic): each prompt's known answer and its repeats judged again.
 
-From ``deterministic.jsonl``, the first repeat's answer is held to its token budget
-(``checks.answers.check_budget``), its expected answer (``check_answer``) and, where the prompt
-asks for it, reasoning kept apart (``check_reasoning_apart``); every repeat's answer must be the
-same (``check_identical``). The rows re-derived are ``deterministic_verdicts.jsonl``'s.
+From ``deterministic.jsonl``, each prompt's repeats are judged by the gate's own rule
+(``checks.known_answers.judge_known_answer``: budget, expected answer, reasoning kept apart,
+every repeat the same). The rows re-derived are ``deterministic_verdicts.jsonl``'s.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from tp2qual.checks.answers import (
-    check_answer,
-    check_budget,
-    check_identical,
-    check_reasoning_apart,
-    split_reasoning,
-)
+from tp2qual.checks.known_answers import judge_known_answer
 from tp2qual.evidence.rederive.common import (
     GateRun,
     Rederived,
@@ -50,7 +41,8 @@ def deterministic(run: GateRun) -> Rederived:
             )  # fmt: skip
             continue
         out.records += len(exchanges)
-        new = _judge_prompt(prompt, [x for x in exchanges if x], run.settings["max_tokens"])
+        replies = [(message_of(x), finish_of(x)) for x in exchanges if x]
+        new = judge_known_answer(prompt, replies, run.settings["max_tokens"]).row()
         out.compare(f"deterministic.jsonl {tags[0]}", "deterministic_verdicts.jsonl", row, **new)
         out.rows["deterministic_verdicts.jsonl"].append({**row, **new})
         for key in ("correct", "identical"):
@@ -59,21 +51,3 @@ def deterministic(run: GateRun) -> Rederived:
     judged = {r.get("id") for r in verdicts}
     out.failures += [f"prompt {p}: no verdict" for p in prompts if p not in judged]
     return out
-
-
-def _judge_prompt(prompt: dict[str, Any], exchanges: list[dict[str, Any]], budget: int) -> dict:
-    """What gate 03 decides for one prompt, from its repeats' raw answers."""
-    split = [split_reasoning(message_of(x)) for x in exchanges]
-    answers = [a for a, _ in split]
-    answer, reasoning = split[0]
-    verdict = check_budget(answer, reasoning, finish_of(exchanges[0]), budget)
-    if verdict.ok:
-        verdict = check_answer(answer, prompt["expect"], prompt.get("mode", "contains"))
-    if prompt.get("expect_reasoning") and verdict.ok:
-        verdict = check_reasoning_apart(answer, reasoning)
-    return {
-        "answer": answer,
-        "correct": verdict.ok,
-        "identical": check_identical(answers).ok,
-        "repeats": len(answers),
-    }

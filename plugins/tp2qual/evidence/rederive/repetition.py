@@ -1,13 +1,14 @@
 """Gate 04 (repetition): each long output judged again for degenerate loops.
 
-From ``repetition.jsonl``, each prompt's reasoning and answer run through
-``checks.repetition.check`` with the recorded thresholds; the decision (``ok``) of each
-``repetition_metrics.jsonl`` row is compared, not its measures.
+From ``repetition.jsonl``, each prompt's output (``checks.answers.output_text``: reasoning and
+answer, as the gate reads it) runs through ``checks.repetition.check`` with the recorded
+thresholds; the decision (``ok``) of each ``repetition_metrics.jsonl`` row is compared, not its
+measures.
 """
 
 from __future__ import annotations
 
-from tp2qual.checks.answers import split_reasoning
+from tp2qual.checks.answers import output_text
 from tp2qual.checks.repetition import Thresholds, check
 from tp2qual.evidence.rederive.common import (
     GateRun,
@@ -33,8 +34,7 @@ def repetition(run: GateRun) -> Rederived:
             )  # fmt: skip
             continue
         out.records += 1
-        answer, reasoning = split_reasoning(message_of(exchange))
-        verdict = check("\n".join(part for part in (reasoning, answer) if part), thresholds)
+        verdict = check(output_text(message_of(exchange)), thresholds)
         # The decision is compared, not the measures: the gate measured the text before the
         # evidence redacted any secret in it, and a redaction changes lengths and ratios.
         out.compare(f"repetition.jsonl {tag}", "repetition_metrics.jsonl", row, ok=verdict.ok)

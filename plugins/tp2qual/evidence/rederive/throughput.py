@@ -1,8 +1,8 @@
 """Gate 08 (throughput): each measured stream's sample, the summary and the floors again.
 
 From ``throughput.jsonl``, each stream's sample is measured again (``perf.sampling.sample``,
-with the output tokens counted as the gate counted them), the samples summarized
-(``checks.stats.summarize``) against ``throughput_summary.json``, the decode bound recomputed
+with the output tokens counted by the gate's own ``output_tokens``), the samples summarized
+(``perf.sampling.summary``) against ``throughput_summary.json``, the decode bound recomputed
 from ``roofline.json``'s inputs (``perf.roofline.decode_bound``) and the floors derived (a
 measured basis from the samples ``throughput_reference.json`` copied) and checked in their
 direction (``perf.floors``). The rows re-derived are
@@ -15,15 +15,14 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from tp2qual.checks.stats import summarize
+from tp2qual.checks.replies import stream_usage
 from tp2qual.evidence.layout import read_json_object
 from tp2qual.evidence.rederive.common import GateRun, Rederived, chunks_of
 from tp2qual.evidence.throughput_reference import recorded_bases
 from tp2qual.perf import floors
 from tp2qual.perf.roofline import decode_bound
-from tp2qual.perf.sampling import sample
+from tp2qual.perf.sampling import FIGURES, output_tokens, sample, summary
 
-FIGURES = ("ttft_s", "tpot_s", "decode_tok_s", "e2e_s")
 # What roofline.json records of the bound's inputs (perf/comparison.py roofline_for).
 ROOFLINE_INPUTS = ("active_params_b", "bits_per_weight", "bandwidth_gbs", "tp")
 
@@ -63,7 +62,8 @@ def throughput(run: GateRun) -> Rederived:
 
 def _samples_from_streams(raw: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Each measured stream's sample, as ``perf.throughput.measure`` derives it: output tokens
-    from ``usage``, else the ``tokenize`` exchange that follows the stream, else its chunks."""
+    counted by ``perf.sampling.output_tokens`` (``usage``, else the ``tokenize`` exchange that
+    follows the stream, else its chunks)."""
     found: dict[str, dict[str, Any]] = {}
     for n, exchange in enumerate(raw):
         if "chunks" not in exchange:
@@ -75,25 +75,20 @@ def _samples_from_streams(raw: list[dict[str, Any]]) -> dict[str, dict[str, Any]
             }
             continue
         chunks, times = chunks_of(exchange)
-        usage = next((c["usage"] for c in reversed(chunks) if c.get("usage")), None)
         follow = raw[n + 1] if n + 1 < len(raw) else {}
-        tokens = follow.get("response") if follow.get("tag") == "tokenize" else None
-        if usage and usage.get("completion_tokens"):
-            count, method = usage["completion_tokens"], "usage"
-        elif follow.get("status") == 200 and isinstance(tokens, dict) and "tokens" in tokens:
-            count, method = len(tokens["tokens"]), "server_tokenizer"
-        else:
-            count = sum(
-                bool((c.get("choices") or [{}])[0].get("delta", {}).get("content")) for c in chunks
-            )
-            method = "chunks"
+        tokenized = (
+            (follow.get("status"), follow.get("response"))
+            if follow.get("tag") == "tokenize"
+            else None
+        )
+        count, method = output_tokens(stream_usage(chunks), tokenized, chunks)
         found[str(exchange.get("tag"))] = sample(chunks, times, count, method)
     return found
 
 
 def _summary(run: GateRun, samples: list[dict[str, Any]], out: Rederived) -> None:
     """checks.stats over the re-derived samples: the summary file, then the floors."""
-    stats = {name: summarize([r[name] for r in samples]).as_dict() for name in FIGURES}
+    stats = summary(samples)
     recorded = run.root / "throughput_summary.json"
     try:
         written = json.loads(recorded.read_text()) if recorded.is_file() else None

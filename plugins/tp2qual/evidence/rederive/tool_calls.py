@@ -1,24 +1,18 @@
 """Gate 05 (tool_calls): each tool_choice mode's call judged again.
 
 From ``tool_calls.jsonl``, a mode's call (a streamed one reassembled by
-``checks.toolcalls.reassemble_stream``) runs through ``check_call`` with the engine's expected
-finish (``expected_finish``), its arguments against ``arguments_expect``, a streamed mode against
-its non-streamed twin (``check_twin``), and the result mode's answer through
-``check_uses_result``. The rows re-derived are ``tool_calls_verdicts.jsonl``'s.
+``checks.toolcalls.reassemble_stream``) is judged by the gate's own rule
+(``checks.tool_modes.judge_mode``: the call, its argument values, a streamed mode's twin read
+from its record), and the result mode's answer through ``check_uses_result``. The rows
+re-derived are ``tool_calls_verdicts.jsonl``'s.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from tp2qual.checks.toolcalls import (
-    check_call,
-    check_twin,
-    check_uses_result,
-    expected_finish,
-    reassemble_stream,
-)
+from tp2qual.checks.tool_modes import judge_mode, twin_tag
+from tp2qual.checks.toolcalls import check_uses_result, reassemble_stream
 from tp2qual.evidence.rederive.common import (
     GateRun,
     Rederived,
@@ -52,7 +46,7 @@ def tool_calls(run: GateRun) -> Rederived:
             problems = [] if verdict.ok else [verdict.reason]
         else:
             problems = _judge_call(run, mode, exchange, raw)
-            if mode.endswith("-stream") and f"{mode}-twin" in raw:
+            if mode.endswith("-stream") and twin_tag(mode) in raw:
                 out.records += 1  # its non-streamed twin was re-checked too
         new = {"ok": not problems, "problems": problems}
         out.compare(f"tool_calls.jsonl {tag}", "tool_calls_verdicts.jsonl", row, **new)
@@ -67,25 +61,16 @@ def _judge_call(
     run: GateRun, mode: str, exchange: dict[str, Any], raw: dict[str, dict[str, Any]]
 ) -> list[str]:
     """What gate 05 decides for one tool_choice mode, from its raw exchange(s)."""
-    tool = run.settings["tool"]
     if mode.endswith("-stream"):
         got = reassemble_stream(chunks_of(exchange)[0])
-        calls, finish = got["tool_calls"], got["finish_reason"]
     else:
-        calls, finish = message_of(exchange).get("tool_calls"), finish_of(exchange)
-    finishes, rule = expected_finish(run.engine, mode)
-    verdict = check_call(calls, finish, tool["name"], tool["parameters"], finishes, rule)
-    if not verdict.ok:
-        return [verdict.reason]
-    arguments = json.loads(calls[0]["function"]["arguments"])  # check_call parsed it already
-    problems = [
-        f"argument {key}={arguments.get(key)!r} does not contain {fragment!r}"
-        for key, fragment in run.settings.get("arguments_expect", {}).items()
-        if fragment.casefold() not in str(arguments.get(key, "")).casefold()
-    ]
-    base = mode.removesuffix("-stream")
-    if not problems and mode != base and base in run.settings.get("modes", []):
-        twin = raw.get(f"{mode}-twin") or {}
-        matches = check_twin(got, status_of(twin), twin.get("response"))
-        problems += [] if matches.ok else [matches.reason]
-    return problems
+        got = {
+            "tool_calls": message_of(exchange).get("tool_calls"),
+            "finish_reason": finish_of(exchange),
+        }
+
+    def twin() -> tuple[int | None, Any]:
+        recorded = raw.get(twin_tag(mode)) or {}
+        return status_of(recorded), recorded.get("response")
+
+    return judge_mode(mode, got, run.settings, run.engine, twin)[1]

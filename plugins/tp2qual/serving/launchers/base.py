@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tp2qual.candidate import Candidate
-from tp2qual.exceptions import ServerError
+from tp2qual.exceptions import PortInUse
 from tp2qual.redact import Redactor
 from tp2qual.serving.logsink import LogSink
 
@@ -120,8 +120,12 @@ class LauncherBase:
         return float(self.candidate.launch.get("stop_timeout_s", 15))
 
     def refuse_busy_port(self) -> None:
-        """Only loopback is ever a target, and a port someone else holds is not ours to use."""
+        """Only loopback is ever a target, and a port someone else holds is not ours to use.
+        Refused before anything starts, as the host's state, never the candidate's FAIL."""
         if not port_is_free(self.port):
-            raise ServerError(
-                f"port {self.port} on 127.0.0.1 is already in use", candidate=self.candidate.name
+            how = "launch.port" if self.candidate.launch.get("port") else "chosen free, taken since"
+            raise PortInUse(
+                f"port {self.port} on 127.0.0.1 ({how}) is already in use by another process: "
+                "nothing was started; free it, or leave launch.port unset",
+                candidate=self.candidate.name,
             )

@@ -1,0 +1,65 @@
+"""Gate 05's decision for one tool_choice mode, from its call (and its non-streamed twin).
+
+The gate calls ``judge_mode`` on the live answers and ``verify`` on the raw records
+(evidence/rederive/tool_calls.py): one rule, one copy. A mode's call must pass ``check_call``
+with the finish the engine gives a correct call (``expected_finish``), then carry the expected
+argument values; a streamed mode whose non-streamed mode is also required is compared with its
+twin (``check_twin``) whenever its call is well formed — after an argument mismatch too, so a
+double failure is reported whole. The twin is asked for through ``twin`` only when the rule
+needs it (the gate sends a request, verify reads the record). Pure: no I/O of its own.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from tp2qual.checks.toolcalls import check_call, check_twin, expected_finish
+from tp2qual.checks.verdict import Verdict
+
+STREAM = "-stream"
+Twin = Callable[[], tuple[int | None, Any]]  # the twin's (status, body), asked when needed
+
+
+def base_mode(mode: str) -> str:
+    return mode.removesuffix(STREAM)
+
+
+def twin_tag(mode: str) -> str:
+    """The tag of a streamed mode's non-streamed twin in ``tool_calls.jsonl``."""
+    return f"{mode}-twin"
+
+
+def expected_values(calls: list[dict[str, Any]], expect: Mapping[str, str]) -> list[str]:
+    """Each expected argument fragment the call's (schema-valid) arguments do not contain."""
+    arguments = json.loads(calls[0]["function"]["arguments"])  # check_call parsed it already
+    return [
+        f"argument {key}={arguments.get(key)!r} does not contain {fragment!r}"
+        for key, fragment in expect.items()
+        if fragment.casefold() not in str(arguments.get(key, "")).casefold()
+    ]
+
+
+def judge_mode(
+    mode: str,
+    got: Mapping[str, Any],
+    settings: Mapping[str, Any],
+    engine: str,
+    twin: Twin,
+) -> tuple[Verdict, list[str]]:
+    """``got``: the call as answered, ``tool_calls`` and ``finish_reason`` (a streamed one as
+    ``reassemble_stream`` gives it); the call's verdict and every problem of the mode."""
+    tool = settings["tool"]
+    calls = got.get("tool_calls")
+    finishes, rule = expected_finish(engine, mode)
+    verdict = check_call(
+        calls, got.get("finish_reason"), tool["name"], tool["parameters"], finishes, rule
+    )
+    if not verdict.ok:
+        return verdict, [verdict.reason]
+    problems = expected_values(calls or [], settings.get("arguments_expect") or {})
+    if mode != base_mode(mode) and base_mode(mode) in settings.get("modes", []):
+        matches = check_twin(dict(got), *twin())
+        problems += [] if matches.ok else [matches.reason]
+    return verdict, problems
