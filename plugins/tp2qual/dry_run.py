@@ -6,10 +6,13 @@ and everything gate 00 (preflight) will check. Each section is built from the sa
 run uses (the launcher's ``plan()``, ``image_reference``, ``perf.floors``, ``engine_env``), so
 the plan cannot say one thing and the run do another. Pure but for resolving a local build's
 image pin (``.cache/…``, as the run does). A new section is one more entry in ``plan_sections``.
+The last, "settings said out loud" (``settings_plan``), names what a serving engineer would
+question; it fails nothing.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tp2qual.candidate import Candidate
@@ -25,6 +28,8 @@ from tp2qual.perf.floors import judged_floors
 from tp2qual.serving.engine_check import plan_lines as engine_check_lines
 from tp2qual.serving.launchers.docker.image_ref import image_reference, is_by_digest
 from tp2qual.serving.launchers.docker.pins import resolve_pin
+from tp2qual.serving.parser_venvs import plan_lines as recorded_answer_lines
+from tp2qual.settings_plan import kv_support_lines, settings_lines
 
 
 @dataclass(frozen=True)
@@ -42,8 +47,10 @@ def render(sections: list[Section]) -> str:
     return "\n".join(s.render() for s in sections)
 
 
-def plan_sections(candidate: Candidate, launch: str) -> list[Section]:
-    """Every section, in order; ``launch`` is the launcher's own rendering (``plan()``)."""
+def plan_sections(candidate: Candidate, launch: str,
+                  peers: Sequence[Candidate] = ()) -> list[Section]:  # fmt: skip
+    """Every section, in order; ``launch`` is the launcher's own rendering (``plan()``);
+    ``peers``: the other candidates loaded, against which the settings are compared."""
     return [
         Section("launch", tuple(launch.splitlines())),
         Section("lane changes", tuple(lane_lines(candidate))),
@@ -52,6 +59,7 @@ def plan_sections(candidate: Candidate, launch: str) -> list[Section]:
         Section("floors (gate 08)", tuple(floor_lines(candidate))),
         Section("agreement reference (gate 07)", tuple(reference_lines(candidate))),
         Section("preflight checks (gate 00)", tuple(preflight_lines(candidate))),
+        Section("settings said out loud", tuple(settings_lines(candidate, peers))),
     ]
 
 
@@ -128,6 +136,8 @@ def preflight_lines(candidate: Candidate) -> list[str]:
         *gpu_lines(candidate),
         *image_pin_lines(candidate),
         *engine_check_lines(candidate),
+        *recorded_answer_lines(candidate),
+        *kv_support_lines(candidate),
         *engine_env_lines(candidate),
     ]
 

@@ -10,7 +10,7 @@ cause and log tail; later gates are then blocked by the gating plugin, not re-ra
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import nullcontext
 from pathlib import Path
 from tempfile import gettempdir
@@ -53,16 +53,17 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
     for candidate in state.candidates:
         if candidate.name in chosen:
             writer.line(f"# {candidate.name}  ({candidate.launcher_kind}, TP{candidate.tp})")
-            writer.line(plan_for(candidate, state.run_id))
+            writer.line(plan_for(candidate, state.run_id, state.candidates))
             writer.line()
     return True
 
 
-def plan_for(candidate: Candidate, run_id: str) -> str:
-    """The candidate's dry run: its sections (tp2qual.dry_run), in order."""
+def plan_for(candidate: Candidate, run_id: str, peers: Sequence[Candidate] = ()) -> str:
+    """The candidate's dry run: its sections (tp2qual.dry_run), in order; ``peers``: the
+    candidates loaded, which its settings are compared with."""
     log = Path(gettempdir()) / "tp2qual-plan.log"  # never written: nothing starts
     launch = build_launcher(candidate, log, Redactor(candidate.env()), run_id=run_id).plan()
-    return dry_run.render(dry_run.plan_sections(candidate, launch))
+    return dry_run.render(dry_run.plan_sections(candidate, launch, peers))
 
 
 @pytest.fixture(scope="session")
