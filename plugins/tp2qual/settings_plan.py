@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tp2qual.candidate import Candidate
-from tp2qual.checks.kv_support import capability_of_name, judge_kv
+from tp2qual.checks.kv_support import capability_of_name, flag_value, judge_kv
 from tp2qual.checks.settings import Launch, differing_controls, memory_headroom
 from tp2qual.checks.variables import readers
 from tp2qual.checks.verdict import Verdict
@@ -50,16 +50,25 @@ def kv_support_lines(candidate: Candidate) -> list[str]:
 
 
 def _launch(candidate: Candidate) -> Launch:
-    why = candidate.launch.get("why", {})
-    return Launch(candidate.name, tuple(launch_argv(candidate)), why)
+    """A lane's changed flags carry its ``lane.why``; ``launch.why`` gives the rest."""
+    lane_why = " ".join(str(candidate.spec.get("lane", {}).get("why", "")).split())
+    why = {c.name: f"the lane's change: {lane_why}" for c in candidate.lane_changes if lane_why}
+    return Launch(candidate.name, tuple(launch_argv(candidate)), {**why, **candidate.launch.get(
+        "why", {})})  # fmt: skip
+
+
+def _is_lane(candidate: Candidate) -> bool:
+    return candidate.spec.get("lane", {}).get("kind") == "optional"
 
 
 def settings_lines(candidate: Candidate, peers: Sequence[Candidate]) -> list[str]:
     """Controls that differ from the engine's other candidates, the memory headroom, and who
     reads each variable the launch sets."""
     engine = engine_for(candidate.engine)
+    # Baselines only: a lane differs from its baseline on purpose, by its [lane.changes].
     same = [p for p in peers if p.engine == candidate.engine and bool(p.gpus.get("count")) ==
-            bool(candidate.gpus.get("count")) and p.name != candidate.name]  # fmt: skip
+            bool(candidate.gpus.get("count")) and p.name != candidate.name
+            and not _is_lane(p)]  # fmt: skip
     lines = [
         f"control: {line}" for line in differing_controls(engine, _launch(candidate),
                                                           [_launch(p) for p in same])
@@ -71,7 +80,22 @@ def settings_lines(candidate: Candidate, peers: Sequence[Candidate]) -> list[str
     where = "gpus.memory_gib, the least preflight admits; gate 00 records NVML's"
     lines += [f"memory: {line}" for line in memory_headroom(engine, launch_argv(candidate),
                                                             gpu_gib, where)]  # fmt: skip
+    lines += lane_memory_lines(candidate, peers)
     return lines + [f"variable: {line}" for line in variable_lines(candidate)]
+
+
+def lane_memory_lines(candidate: Candidate, peers: Sequence[Candidate]) -> list[str]:
+    """A lane that keeps its baseline's memory share while serving a longer context."""
+    rule, after = engine_for(candidate.engine).memory, candidate.spec.get("lane", {}).get("after")
+    baseline = next((p for p in peers if p.name == after), None)
+    if rule is None or baseline is None:
+        return []
+    share = {c.name: flag_value(launch_argv(c), rule.flag) for c in (candidate, baseline)}
+    mine, theirs = candidate.max_model_len, baseline.max_model_len
+    if share[candidate.name] == share[baseline.name] and mine > theirs:
+        return [f"memory: {rule.flag} {share[candidate.name] or '(default)'} kept from "
+                f"{baseline.name} while max_model_len goes {theirs} -> {mine}"]  # fmt: skip
+    return []
 
 
 def variable_lines(candidate: Candidate) -> list[str]:

@@ -327,12 +327,13 @@ def _sglang_named_parsers(parser: argparse.ArgumentParser, parsed: dict[str, Any
         action = parser._option_string_actions.get(flag)
         name = (parsed.get("namespace") or {}).get(action.dest) if action else None
         if action is not None and name is not None:
+            choices = list(action.choices or ())
             found[flag] = {
                 "name": name,
                 "registry": f"sglang's {flag} choices",
-                "registered": name in (action.choices or ()),
+                "registered": name in choices,
                 "refusal": None,
-                "known": len(action.choices or ()),
+                "known": len(choices),
             }
     return found
 
