@@ -26,6 +26,9 @@
 #   scripts/install-engine-parsers.sh                 all three
 #   scripts/install-engine-parsers.sh vllm-0.25.1     one
 #
+# --no-compile: the parsers import once per check; compiling every file of torch and the engine
+# at install would cost more than it saves.
+#
 # Environment: TP2QUAL_CACHE, PYTHON (default python3.11: the SGLang wheel is cp311).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -60,7 +63,7 @@ install_one() {
     rm -rf "$venv"
     mkdir -p "$(dirname "$venv")"
     "$python" -m venv "$venv"
-    local pip=("$venv/bin/python" -m pip --disable-pip-version-check -q)
+    local pip=("$venv/bin/python" -m pip --disable-pip-version-check -q --no-compile)
     "${pip[@]}" install --no-deps --require-hashes -r <(echo "$pin")
     if [[ "${TP2QUAL_PARSERS_RELOCK:-0}" == 1 ]]; then
         local needs ranges

@@ -81,7 +81,8 @@ def settings_lines(candidate: Candidate, peers: Sequence[Candidate]) -> list[str
     lines += [f"memory: {line}" for line in memory_headroom(engine, launch_argv(candidate),
                                                             gpu_gib, where)]  # fmt: skip
     lines += lane_memory_lines(candidate, peers)
-    return lines + [f"variable: {line}" for line in variable_lines(candidate)]
+    lines += [f"variable: {line}" for line in variable_lines(candidate)]
+    return lines or [f"{candidate.engine}: no controls or memory share compared, no variable set"]
 
 
 def lane_memory_lines(candidate: Candidate, peers: Sequence[Candidate]) -> list[str]:
