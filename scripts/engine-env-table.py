@@ -9,9 +9,10 @@ vLLM: the keys of ``environment_variables`` in vllm/envs.py, the registry vLLM i
 (an unknown ``VLLM_*`` is an "Unknown vLLM environment variable detected" warning there).
 Other programs' variables (NCCL_*, HF_*, CUDA_*, TORCH_*, FLASHINFER_*, …) are listed under
 ``mentions`` with the first lines of the engine's sources that name them: who reads a variable
-a launch sets (checks/variables.py). SGLang has no single registry (sglang/srt/environ.py plus direct os.environ reads), so every
-``SGLANG_*`` name written anywhere in its Python sources counts as known: a name absent from
-all of them is certainly ignored. Tables for other versions are merged into the existing file.
+a launch sets (checks/variables.py). SGLang has no single registry (sglang/srt/environ.py plus
+direct os.environ reads), so every ``SGLANG_*`` name written anywhere in its Python sources
+counts as known: a name absent from all of them is certainly ignored. Tables for other
+versions are merged into the existing file.
 """
 
 from __future__ import annotations

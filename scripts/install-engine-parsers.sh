@@ -63,8 +63,8 @@ install_one() {
     rm -rf "$venv"
     mkdir -p "$(dirname "$venv")"
     "$python" -m venv "$venv"
-    local pip=("$venv/bin/python" -m pip --disable-pip-version-check -q --no-compile)
-    "${pip[@]}" install --no-deps --require-hashes -r <(echo "$pin")
+    local pip=("$venv/bin/python" -m pip --disable-pip-version-check -q)
+    "${pip[@]}" install --no-compile --no-deps --require-hashes -r <(echo "$pin")
     if [[ "${TP2QUAL_PARSERS_RELOCK:-0}" == 1 ]]; then
         local needs ranges
         needs="$VLLM_NEEDS"; [[ "$engine" == sglang ]] && needs="$SGLANG_NEEDS"
@@ -81,12 +81,12 @@ for req in m.requires(engine) or []:
 print("\n".join(sorted(names)))
 PY
 )"
-        "${pip[@]}" install torch==2.13.0 $ranges
+        "${pip[@]}" install --no-compile torch==2.13.0 $ranges
         "$venv/bin/python" -m pip freeze --exclude "$engine" | grep -v '^pip==' > "$lock"
         log "wrote $lock ($(wc -l < "$lock") packages)"
     else
-        "${pip[@]}" install --no-deps "$(grep -E '^torch==' "$lock")"
-        "${pip[@]}" install --no-deps -r <(grep -vE '^torch==' "$lock")
+        "${pip[@]}" install --no-compile --no-deps "$(grep -E '^torch==' "$lock")"
+        "${pip[@]}" install --no-compile --no-deps -r <(grep -vE '^torch==' "$lock")
     fi
     sha256sum "$lock" | cut -d' ' -f1 > "$stamp"
     log "installed $id in $venv in $((SECONDS - began)) s ($(du -sh "$venv" | cut -f1))"
