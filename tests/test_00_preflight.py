@@ -15,8 +15,11 @@ display active, no compute process and no more than a desktop's typical figure (
 status) are recorded; the engine's own argument parser and environment registry accept the exact
 launch (run in the engine's Python or the pinned image, never starting the server: an unknown
 flag, a rejected value or a variable the engine lacks fails in the engine's words; a variable it
-ignores here is a notice). Artifacts: ``identity/model.json``, ``identity/image.json``,
-``engine_check.json``, ``topology.json``, ``busy.json``.
+ignores here is a notice); the attention backend serves the KV-cache dtype asked for on the
+GPUs' compute capability, by the engine module's table of its pinned source (else refused,
+naming the source lines and what would work). Artifacts: ``identity/model.json``,
+``identity/image.json``, ``engine_check.json``, ``kv_support.json``, ``topology.json``,
+``busy.json``.
 """
 
 from __future__ import annotations
@@ -106,6 +109,30 @@ def test_engine_accepts_launch(
     claim("engine_accepts_launch", engine_check.ARTIFACT, op="field", path="accepted")
     claim("engine_notices", engine_check.ARTIFACT, op="field", path="notices")
     assert verdict.ok, verdict.reason
+
+
+def test_engine_serves_the_kv_cache_on_these_gpus(
+    candidate: Candidate, record: CandidateRecord, gpu_snapshot: dict[str, Any], claim: Claimer
+) -> None:
+    """The attention backend and KV-cache dtype asked for, against the engine module's table
+    (each row its pinned source's file:line) at every compute capability NVML shows: a
+    combination the engine's source refuses is refused here, before the server starts."""
+    from tp2qual.settings_plan import kv_verdict
+
+    if not candidate.gpus.get("count"):
+        pytest.skip("the candidate needs no GPU: no compute capability to judge against")
+    seen = sorted({tuple(g["compute_capability"]) for g in gpu_snapshot.get("gpus", [])
+                   if g.get("compute_capability")})  # fmt: skip
+    verdicts = [kv_verdict(candidate, (c[0], c[1]), "NVML") for c in seen] or [
+        kv_verdict(candidate, None, "NVML read no compute capability")
+    ]
+    record.evidence.write_json("kv_support.json", {
+        "ok": all(v.ok for v in verdicts),
+        "verdicts": [{"ok": v.ok, "reason": v.reason, **v.measures} for v in verdicts],
+    })  # fmt: skip
+    claim("kv_support", "kv_support.json", op="field", path="ok")
+    refused = [v.reason for v in verdicts if not v.ok]
+    assert not refused, "; ".join(refused)
 
 
 def test_gpus_fit_and_are_free(

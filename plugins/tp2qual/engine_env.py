@@ -51,3 +51,9 @@ def candidate_env_problems(candidate: Candidate) -> list[str]:
         return []
     known, source = found
     return unknown_engine_env(candidate.engine, version, candidate.env(), known, source)
+
+
+def source_mentions(engine: str, version: str | None) -> dict[str, list[str]]:
+    """Other programs' variables (NCCL_*, HF_*, …) -> the engine's source lines naming them."""
+    entry = _table().get(engine, {}).get(version or "")
+    return dict(entry.get("mentions", {})) if entry else {}

@@ -62,12 +62,15 @@ def judge(answer: Mapping[str, Any], *, platform: str) -> Verdict:
         refusals += [] if "env" in answer else list(static.get("problems", []))
     else:
         refusals += _parse_refusals(engine, answer) + _abbreviations(engine, answer)
+        found, said = _named_parsers(engine, answer)
+        refusals += found
+        notices += said
     for name, fact in sorted((answer.get("env") or {}).items()):
         refusal, notice = _env_fact(engine, name, fact, platform)
         refusals += [refusal] if refusal else []
         notices += [notice] if notice else []
     measures = {"checked_by": answer.get("parser") or "static table", "refusals": refusals,
-                "notices": notices}  # fmt: skip
+                "notices": notices, "platform": platform_words(answer)}  # fmt: skip
     if refusals:
         return Verdict.failed("; ".join(refusals), **measures)
     return Verdict.passed(**measures)
@@ -81,6 +84,38 @@ def _parse_refusals(engine: str, answer: Mapping[str, Any]) -> list[str]:
     if parse.get("validation_error"):
         return [f"{engine} refuses the arguments (its serve checks): {parse['validation_error']}"]
     return []
+
+
+def platform_words(answer: Mapping[str, Any]) -> str:
+    """On which of the engine's platforms its parser was built, in words."""
+    platform = answer.get("platform") or {}
+    if not platform:
+        return "the engine's own"
+    if platform.get("forced"):
+        return (
+            f"{platform['device_type']}, forced: the engine detected none here "
+            f"({platform.get('detected')}); its parser's options do not depend on it"
+        )
+    return f"{platform['device_type']} (the engine's own detection)"
+
+
+def _named_parsers(engine: str, answer: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """A tool-call or reasoning parser name the engine's registry lacks is refused in the
+    engine's words; with a parser plugin given, the plugin may register it at start: a notice."""
+    refusals: list[str] = []
+    notices: list[str] = []
+    for flag, fact in sorted((answer.get("parsers") or {}).items()):
+        if fact.get("registered"):
+            continue
+        said = fact.get("refusal") or fact.get("error") or "not registered"
+        line = (
+            f"{flag} {fact.get('name')}: {engine} ({fact.get('registry', 'its registry')}): {said}"
+        )
+        if fact.get("plugin"):
+            notices.append(f"{line}; {fact['plugin']} may register it at start: not judged")
+        else:
+            refusals.append(line)
+    return refusals, notices
 
 
 def _abbreviations(engine: str, answer: Mapping[str, Any]) -> list[str]:

@@ -91,6 +91,50 @@ class KernelLine:
     pattern: str
 
 
+Capability = tuple[int, int]  # CUDA compute capability (major, minor): SM 12.0 is (12, 0)
+
+
+@dataclass(frozen=True)
+class KvSupport:
+    """One attention backend serving some KV-cache dtypes on a range of compute capabilities
+    (both ends included), as the pinned engine's source says at ``source``."""
+
+    backend: str  # the engine's --attention-backend value
+    kv_dtypes: frozenset[str]  # its --kv-cache-dtype values
+    lowest: Capability
+    highest: Capability
+    source: str
+
+    def serves(self, kv_dtype: str, capability: Capability) -> bool:
+        return kv_dtype in self.kv_dtypes and self.lowest <= capability <= self.highest
+
+    def on(self, capability: Capability) -> bool:
+        return self.lowest <= capability <= self.highest
+
+
+@dataclass(frozen=True)
+class Control:
+    """A baseline control a launch sets by flag: ``on`` / ``off`` flags, or one ``valued`` flag.
+    ``note`` says, with its source, what it changes where that is not obvious."""
+
+    name: str
+    on: tuple[str, ...] = ()
+    off: tuple[str, ...] = ()
+    valued: str | None = None
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class MemoryRule:
+    """The flag giving the engine its share of each GPU's memory, and the headroom the engine's
+    own default leaves outside it (``headroom_gib(gpu_gib)``), with its source."""
+
+    flag: str
+    default: str  # what the engine does without the flag, in words
+    headroom_gib: Callable[[float], float]
+    headroom_words: str  # the rule, and where it is written
+
+
 @dataclass(frozen=True)
 class Engine:
     kind: str  # candidate ``engine.kind``
@@ -125,6 +169,16 @@ class Engine:
     # the launch flags that ask for one: flag -> the ``KernelLine.kind`` it asks for.
     kernel_lines: tuple[KernelLine, ...] = ()
     backend_flags: Mapping[str, str] = field(default_factory=dict)
+    # Which attention backend serves which KV-cache dtype on which GPUs (``checks/kv_support``):
+    # the two flags, what the engine does when no backend is named, and the rows it knows.
+    kv_flags: tuple[str, str] = ("--attention-backend", "--kv-cache-dtype")
+    kv_default: str = "auto"  # the --kv-cache-dtype value when the flag is not given
+    kv_unnamed: str = ""  # how the engine picks a backend when none is named, with its source
+    kv_picks: tuple[str, ...] = ()  # the order it tries backends in, where known
+    kv_support: tuple[KvSupport, ...] = ()
+    # The controls --plan compares across candidates of this engine, and its memory share.
+    controls: tuple[Control, ...] = ()
+    memory: MemoryRule | None = None
     # fact (a field above, or "field.key") -> where it came from: file and version, or seen where.
     sources: Mapping[str, str] = field(default_factory=dict)
 

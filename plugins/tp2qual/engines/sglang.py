@@ -13,9 +13,12 @@ from typing import Any
 from tp2qual.engines.engine import (
     OBJECT_ERROR,
     OPENAI_ERROR,
+    Control,
     Engine,
     KernelLine,
     KvCapacity,
+    KvSupport,
+    MemoryRule,
     OverLength,
 )
 
@@ -50,6 +53,70 @@ KERNEL_LINES = (
     _resolved("custom_all_reduce_disabled", "disable_custom_all_reduce"),
     # srt/arg_groups/model_hook.py:694 "Using X as attention backend for <arch>."
     KernelLine("attention", r"\bUsing (?P<value>\w+) as attention backend for \w+"),
+)
+
+# Which attention backend serves which KV-cache dtype where, read in the 0.5.23 wheel (paths
+# under sglang/; kernels/ops/attention/ is KOA). Only the backends read are here: another one is
+# "not in the table", never judged. An mxfp8 cache is served by fa4 alone: the FA backend raises
+# "MXFP8 KV cache requires the FA4 backend." for fa3 (srt/layers/attention/
+# flashattention_backend.py:451-454), no other backend reads its scale buffers
+# (kv_cache_is_mxfp8 occurs only there), and triton's forward_extend/forward_decode take no
+# q_descale (triton_backend.py:1669-1680, 2288-2299), which Inkling passes with an mxfp8 cache
+# (models/inkling_common/attn.py:886-903). The launch check lets mxfp8 through on every
+# Blackwell, SM 12.x included (srt/arg_groups/kv_cache_hook.py:100-109; is_blackwell is majors
+# 10, 11 and 12, srt/utils/common.py:297-302), so on SM 12.x the server starts and fails at the
+# first attention forward: refused here before it starts.
+_ANY: tuple[tuple[int, int], tuple[int, int]] = ((0, 0), (99, 99))
+KV_SUPPORT = (
+    KvSupport(
+        "triton",
+        frozenset({"auto", "bf16", "bfloat16", "fp8_e4m3", "fp8_e5m2"}),
+        *_ANY,
+        "0.5.23 srt/layers/attention/triton_backend.py: no compute-capability check; an fp8 "
+        "cache written with layer.k_scale (:1721-1741); mem_cache/kv_cache_dtype.py:60-73",
+    ),
+    KvSupport(
+        "fa4",
+        frozenset({"auto", "bf16", "bfloat16"}),
+        (8, 0),
+        (12, 9),
+        "0.5.23 KOA/flash_attn/cute/interface.py:621 (SM 8.x-11.x, and SM 12.x through the "
+        "forward host of KOA/fa4_sm120/dispatch.py:12-20, loaded by srt/layers/attention/"
+        "flashattention_backend.py:290-300); the SM120 kernel takes fp16/bf16 only "
+        "(KOA/fa4_sm120/flash_fwd.py:818, runtime.py:949-963)",
+    ),
+    KvSupport(
+        "fa4",
+        frozenset({"fp8_e4m3", "fp8_e5m2", "mxfp8"}),
+        (10, 0),
+        (10, 9),
+        "0.5.23 KOA/flash_attn/cute/interface.py:645 (an fp8 V is FP8) and :728-731 (assert "
+        "arch // 10 == 10, 'FP8 is only supported on SM100 (compute capability 10.x) for FA4 "
+        "CuTe'); mxfp8 is stored as float8_e4m3fn (srt/mem_cache/kv_cache_dtype.py:72-73)",
+    ),
+)
+
+# The baseline controls --plan compares across the SGLang candidates (0.5.23 flags).
+CONTROLS = (
+    Control("radix (prefix) cache", off=("--disable-radix-cache",)),
+    Control("CUDA graphs", off=("--disable-cuda-graph",)),
+    Control("prefill CUDA graphs", off=("--disable-prefill-cuda-graph", "--disable-cuda-graph")),
+    Control("custom all-reduce", off=("--disable-custom-all-reduce",)),
+    Control("KV-cache dtype", valued="--kv-cache-dtype"),
+    Control("chunked-prefill size", valued="--chunked-prefill-size"),
+    Control("page size", valued="--page-size"),
+)
+# SGLang's own default --mem-fraction-static keeps at least 10 GiB of a GPU over 60 GiB out of
+# the static pool, for activations, CUDA graphs and the rest (0.5.23 srt/arg_groups/
+# memory_hook.py:314-315; its estimate, :305-313, is activations x 1.5 MiB/token + TP slack +
+# graph buffers, floored there).
+_FLOOR_GIB, _OVER_GIB = 10.0, 60.0
+MEMORY = MemoryRule(
+    "--mem-fraction-static",
+    "computed from the GPU's memory (srt/arg_groups/memory_hook.py:290-327)",
+    lambda gpu_gib: _FLOOR_GIB if gpu_gib > _OVER_GIB else 0.0,
+    "the least SGLang 0.5.23's own default keeps out of the static pool: 10 GiB on a GPU of "
+    "more than 60 GiB (srt/arg_groups/memory_hook.py:314-315)",
 )
 
 # /server_info first; /get_server_info is its deprecated alias (older builds have only it).
@@ -89,6 +156,14 @@ ENGINE = Engine(
     ),
     envelopes=(OBJECT_ERROR, OPENAI_ERROR),
     env_prefix="SGLANG_",
+    kv_default="auto",
+    kv_unnamed=(
+        "SGLang 0.5.23 picks the backend per model when none is named (srt/arg_groups/"
+        "model_overrides/; Inkling: fa4 on SM 9.0/10.x, triton elsewhere, inkling.py:68-73)"
+    ),
+    kv_support=KV_SUPPORT,
+    controls=CONTROLS,
+    memory=MEMORY,
     kernel_lines=KERNEL_LINES,
     backend_flags={
         "--attention-backend": "attention",

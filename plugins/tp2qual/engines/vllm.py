@@ -10,7 +10,16 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from tp2qual.engines.engine import OPENAI_ERROR, Engine, KernelLine, KvCapacity, OverLength
+from tp2qual.engines.engine import (
+    OPENAI_ERROR,
+    Control,
+    Engine,
+    KernelLine,
+    KvCapacity,
+    KvSupport,
+    MemoryRule,
+    OverLength,
+)
 
 _DATA = "plugins/tests/data/vllm-0.32.0"
 
@@ -70,6 +79,111 @@ KERNEL_LINES = (
     KernelLine("custom_all_reduce", r"\bCustom allreduce is (?P<value>disabled\b[^.]*)"),
 )
 
+# Which attention backend serves which KV-cache dtype where: the backends vLLM tries on CUDA
+# outside SM 10.x, read in the 0.22.1 and 0.25.1 wheels (v1/attention/backends/, "B/"; the
+# lines are 0.25.1's, 0.22.1's in brackets). Each class lists supported_kv_cache_dtypes and
+# supports_compute_capability; supports_kv_cache_dtype narrows fp8 on FLASH_ATTN to FA3 on SM 9.x.
+KV_SUPPORT = (
+    KvSupport(
+        "FLASH_ATTN",
+        frozenset({"auto", "float16", "bfloat16"}),
+        (8, 0),
+        (99, 99),
+        "B/flash_attn.py:69-73 [70-74], :189-190 [202-203]",
+    ),
+    KvSupport(
+        "FLASH_ATTN",
+        frozenset({"fp8", "fp8_e4m3"}),
+        (9, 0),
+        (9, 9),
+        "B/flash_attn.py:166-176 [183-193] supports_kv_cache_dtype: FA3 on the SM 9.x family",
+    ),
+    KvSupport(
+        "FLASHINFER",
+        frozenset({"auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2"}),
+        (8, 0),
+        (12, 1),
+        "B/flashinfer.py:332-340 [328-336], :442-450 [408-411: from SM 7.5]",
+    ),
+    KvSupport(
+        "TRITON_ATTN",
+        frozenset({"auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2"}),
+        (0, 0),
+        (99, 99),
+        "B/triton_attn.py:277-286, :403-404 [392-393] (any compute capability)",
+    ),
+    KvSupport(
+        "FLEX_ATTENTION",
+        frozenset({"auto", "float16", "bfloat16"}),
+        (0, 0),
+        (99, 99),
+        "B/flex_attention.py:91-95 [86-90]",
+    ),
+)
+
+# What importing and building the parser reads of vLLM's platform: (attribute, file) -> what it
+# makes of it. Traced for real (plugins/tests/test_vllm_platform_parse.py) in 0.22.1, 0.25.1
+# and 0.32.0, through a proxy in front of vLLM's CpuPlatform installed before the imports.
+# Each builds a module constant or a default config object, none an option's name, type,
+# choices or action: so the CPU platform, forced where the check sees no GPU, gives the
+# parser the CUDA build gives.
+PLATFORM_READS = {
+    ("device_type", "vllm/config/device.py"): "DeviceConfig('auto').__post_init__'s device_type",
+    ("uses_host_device_handling", "vllm/config/device.py"): "the same DeviceConfig default",
+    ("is_cpu", "vllm/config/compilation.py"): "CompilationConfig's inductor combo_kernels default",
+    ("get_compile_backend", "vllm/config/compilation.py"): "CompilationConfig.backend default",
+    ("use_custom_allreduce", "vllm/config/parallel.py"): "ParallelConfig's all-reduce default",
+    ("pre_register_and_update", "vllm/engine/arg_utils.py"): (
+        "AsyncEngineArgs.add_cli_args's out-of-tree hook: Platform's no-op "
+        "(platforms/interface.py), overridden by neither cpu.py nor cuda.py"
+    ),
+    ("dispatch_key", "vllm/utils/torch_utils.py"): "a module constant: custom ops' dispatch key",
+    ("fp8_dtype", "vllm/model_executor/layers/quantization/utils/quant_utils.py"): (
+        "a module constant: the fp8 dtype of the quantization helpers"
+    ),
+    # 0.32.0 only (its CPU build, never forced here):
+    ("is_cuda_alike", "vllm/utils/gpu_sync_debug.py"): "a module constant (0.32.0)",
+    ("is_pin_memory_available", "vllm/utils/platform_utils.py"): "a cached helper (0.32.0)",
+    ("is_rocm", "vllm/triton_utils/importing.py"): "Triton's import guard (0.32.0)",
+    ("simple_compile_backend", "vllm/utils/deep_gemm.py"): "a module constant (0.32.0)",
+}
+# Reads that do shape an option: a forced CPU parse would refuse what the CUDA build takes.
+# Not in 0.22.1 or 0.25.1 (the test proves it); 0.32.0 runs here as its CPU build, unforced.
+PLATFORM_SHAPES_OPTIONS = {
+    ("device_type", "vllm/engine/arg_utils.py"): (
+        "0.32.0 engine/arg_utils.py:1531-1537: --mm-processor-device's choices add the "
+        "platform's device type ('cuda' on CUDA, nothing on the CPU)"
+    ),
+}
+
+# The baseline controls --plan compares across the vLLM candidates (0.22.1 / 0.25.1 flags).
+CONTROLS = (
+    Control(
+        "prefix caching",
+        on=("--enable-prefix-caching",),
+        off=("--no-enable-prefix-caching",),
+        note=(
+            "on a hybrid (Mamba) model it switches the Mamba cache to 'align' or 'all' mode, "
+            "'experimental' in vLLM's own warning (0.22.1 model_executor/models/config.py:"
+            "350-380)"
+        ),
+    ),
+    Control(
+        "chunked prefill", on=("--enable-chunked-prefill",), off=("--no-enable-chunked-prefill",)
+    ),
+    Control("custom all-reduce", off=("--disable-custom-all-reduce",)),
+    Control("CUDA graphs", off=("--enforce-eager",)),
+    Control("KV-cache dtype", valued="--kv-cache-dtype"),
+    Control("batched-token budget", valued="--max-num-batched-tokens"),
+)
+MEMORY = MemoryRule(
+    "--gpu-memory-utilization",
+    "0.92 (0.22.1 and 0.25.1 config/cache.py:66 and :68)",
+    lambda gpu_gib: gpu_gib * (1 - 0.92),
+    "what vLLM's default of 0.92 leaves (config/cache.py:66 in 0.22.1, :68 in 0.25.1): 8 % of "
+    "the GPU outside vLLM's budget, which already holds its activations and CUDA graphs",
+)
+
 _CACHE_BLOCKS = re.compile(r'vllm:cache_config_info\{[^}]*num_gpu_blocks="(\d+)"')
 
 
@@ -113,6 +227,15 @@ ENGINE = Engine(
     ),
     envelopes=(OPENAI_ERROR,),
     env_prefix="VLLM_",
+    kv_default="auto",
+    kv_unnamed=(
+        "vLLM picks the first backend of its priority list that serves the combination "
+        "(platforms/cuda.py:152-159 [140-147], SM other than 10.x)"
+    ),
+    kv_picks=("FLASH_ATTN", "FLASHINFER", "TRITON_ATTN", "FLEX_ATTENTION"),
+    kv_support=KV_SUPPORT,
+    controls=CONTROLS,
+    memory=MEMORY,
     log_lines={
         "rank_starts": RANK_STARTS,
         "rank_starts_short": RANK_STARTS_SHORT,

@@ -10,7 +10,7 @@ cause and log tail; later gates are then blocked by the gating plugin, not re-ra
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import nullcontext
 from pathlib import Path
 from tempfile import gettempdir
@@ -60,7 +60,7 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
     writer = session.config.get_terminal_writer()
     for candidate in chosen.values():
         writer.line(f"# {candidate.name}  ({candidate.launcher_kind}, TP{candidate.tp})")
-        writer.line(plan_for(candidate, state.run_id, chosen))
+        writer.line(plan_for(candidate, state.run_id, chosen, state.candidates))
         writer.line()
     estimates = {name: dry_run.estimate_for(c, chosen) for name, c in chosen.items()}
     fleet = session.config.stash.get(fleet_key, None)
@@ -71,13 +71,16 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
 
 
 def plan_for(
-    candidate: Candidate, run_id: str, others: Mapping[str, Candidate] | None = None
+    candidate: Candidate,
+    run_id: str,
+    others: Mapping[str, Candidate] | None = None,
+    peers: Sequence[Candidate] = (),
 ) -> str:
     """The candidate's dry run: its sections (tp2qual.dry_run), in order; ``others``: the
-    run's candidates by name."""
+    run's candidates by name; ``peers``: the candidates loaded, its settings compared with."""
     log = Path(gettempdir()) / "tp2qual-plan.log"  # never written: nothing starts
     launch = build_launcher(candidate, log, Redactor(candidate.env()), run_id=run_id).plan()
-    return dry_run.render(dry_run.plan_sections(candidate, launch, others))
+    return dry_run.render(dry_run.plan_sections(candidate, launch, others, peers))
 
 
 @pytest.fixture(scope="session")

