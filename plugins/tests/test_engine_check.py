@@ -81,6 +81,24 @@ def test_every_shipped_engine_candidate_is_shown_in_the_plan() -> None:
             assert engine_check.IN_IMAGE in lines[1] or str(engine_check.ENTRY) in lines[1]
 
 
+def test_a_recorded_answer_re_derives_with_its_notices(tmp_path: Path) -> None:
+    """The record gate 00 writes (the platform it judged on beside the verdict's measures)
+    judges again to the same notices: the parser's platform words do not replace it."""
+    answer = {
+        "engine": "vllm", "version": "0.32.0", "importable": True, "parser": "p",
+        "parse": {"accepted": True}, "platform": {"device_type": "cpu", "forced": False},
+        "env": {"VLLM_CPU_KVCACHE_SPACE": {"known": True, "comment": "(CPU backend only) KV"}},
+    }  # fmt: skip
+    verdict = judge(answer, platform="cpu")
+    assert verdict.ok and verdict.measures["notices"] == []  # a CPU variable on the CPU
+    assert judge(answer, platform="cuda").measures["notices"]  # the same one on a GPU: ignored
+    record = {"platform": "cpu", "answer": answer, "accepted": verdict.ok, **verdict.measures}
+    (tmp_path / engine_check.ARTIFACT).write_text(json.dumps(record))
+    again = preflight(GateRun(tmp_path, {}, "vllm", 2048))
+    assert not again.mismatches, again.mismatches
+    assert record["platform"] == "cpu"
+
+
 # -- vLLM 0.32.0 CPU venv -----------------------------------------------------------------------
 
 

@@ -70,7 +70,7 @@ def judge(answer: Mapping[str, Any], *, platform: str) -> Verdict:
         refusals += [refusal] if refusal else []
         notices += [notice] if notice else []
     measures = {"checked_by": answer.get("parser") or "static table", "refusals": refusals,
-                "notices": notices, "platform": platform_words(answer)}  # fmt: skip
+                "notices": notices, "parser_platform": platform_words(answer)}  # fmt: skip
     if refusals:
         return Verdict.failed("; ".join(refusals), **measures)
     return Verdict.passed(**measures)

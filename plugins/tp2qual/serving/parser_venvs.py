@@ -52,7 +52,7 @@ def record_of(asked: EngineQuestion, version: str, answer: dict[str, Any],
         "engine": f"{asked.engine} {version}",
         "wheel_version": answer.get("version"),
         "parser": answer.get("parser"),
-        "platform": verdict.measures.get("platform"),
+        "platform": verdict.measures.get("parser_platform"),
         "parsed": bool(parse.get("accepted")),
         "abbreviations": parse.get("abbreviations") or {},
         "parsers": {
