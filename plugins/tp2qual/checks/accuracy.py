@@ -4,8 +4,12 @@ Our own small generator rather than a library (reasoning-gym would be one more d
 every engine's venv for what fits in 30 lines): two- and three-step integer word problems from a
 fixed seed, each with its exact answer, scored GSM8K-style (the last number in the answer).
 Accuracy carries a Wilson score interval; a drop against the reference is judged *paired*, item
-by item, by the exact one-sided McNemar test (a binomial test on the discordant items). Pure:
-no I/O.
+by item, by the exact one-sided McNemar test (a binomial test on the discordant items). A test
+that could not fail is no evidence, so the verdict says its power: the smallest drop it detects
+(``detectable_drop``), and "not judged: no power" when that is larger than the drop the
+candidate allows. ``settled`` lets a run stop asking once the test's outcome is certain. Pure:
+no I/O. An item's score is True or False, or None when the length budget cut the answer (never
+counted as right or wrong, never paired).
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from __future__ import annotations
 import math
 import random
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from tp2qual.checks.verdict import Verdict
@@ -75,31 +79,188 @@ def mcnemar_drop_p(lost: int, gained: int) -> float:
     return sum(math.comb(n, k) for k in range(lost, n + 1)) / 2**n if n else 1.0
 
 
+def drop_threshold(alpha: float) -> int:
+    """The fewest lost items, none gained, for which the exact drop test is significant at
+    ``alpha``: the smallest k with ``mcnemar_drop_p(k, 0) = 2^-k < alpha``."""
+    if not 0 < alpha <= 1:
+        raise ValueError(f"alpha must be in (0, 1], not {alpha}")
+    k = 0
+    while mcnemar_drop_p(k, 0) >= alpha:
+        k += 1
+    return k
+
+
+def _at_least(k: int, n: int, q: float) -> float:
+    """P(Binomial(n, q) >= k), summed over the k terms below (k is small: 5 at alpha 0.05)."""
+    if k <= 0:
+        return 1.0
+    if k > n:
+        return 0.0
+    below = sum(math.comb(n, j) * q**j * (1 - q) ** (n - j) for j in range(k))
+    return max(0.0, 1.0 - below)
+
+
+def detectable_drop(n: int, p_ref: float, alpha: float, power: float = 0.8) -> float | None:
+    """The smallest true drop D in accuracy (``p_ref`` to ``p_ref - D``, on a 0.001 grid) that
+    the exact one-sided paired McNemar test over ``n`` items detects with ``power``; None when
+    even losing every item the reference got right is not detected so often.
+
+    The model, conditional on the reference's answers (the paired test's own conditioning:
+    they are fixed data, only the serve under test's answers vary): the reference answers
+    ``c = round(n * p_ref)`` items right; the serve under test loses each of them independently
+    with probability ``D / p_ref`` and gains none (every discordant item is a lost one, as for
+    a serve that is numerically the reference's except where it breaks). With no gain the
+    exact test is significant exactly when ``lost >= k_min = drop_threshold(alpha)`` (5 at
+    0.05), so the power is ``P(Binomial(c, D / p_ref) >= k_min)``. Any gained item only raises
+    the p-value, so under churn in both directions the real smallest detectable drop is larger:
+    this D is a lower bound, and a D above the allowed drop proves the test powerless. The
+    expected loss is ``n * D`` whatever ``p_ref``, so D hardly depends on ``p_ref`` once
+    ``c >= k_min``. The power grows with D and with n, so D is found by bisection over the
+    grid."""
+    k_min, correct = drop_threshold(alpha), round(n * p_ref)
+    if n <= 0 or p_ref <= 0 or correct < k_min:
+        return None
+    grid = [i / 1000 for i in range(1, math.floor(p_ref * 1000 + 1e-9) + 1)]
+    if not grid or grid[-1] < p_ref:
+        grid.append(p_ref)
+
+    def enough(d: float) -> bool:
+        return _at_least(k_min, correct, min(1.0, d / p_ref)) >= power
+
+    if not enough(grid[-1]):
+        return None
+    low, high = 0, len(grid) - 1  # enough(grid[high]) holds throughout
+    while low < high:
+        mid = (low + high) // 2
+        low, high = (low, mid) if enough(grid[mid]) else (mid + 1, high)
+    return grid[high]
+
+
+def items_needed(
+    p_ref: float, alpha: float, max_drop: float, power: float = 0.8, limit: int = 2000
+) -> int | None:
+    """The fewest items over which ``detectable_drop`` is at most ``max_drop`` (None when more
+    than ``limit`` would be needed). D falls as n grows, so n is found by bisection."""
+
+    def enough(n: int) -> bool:
+        d = detectable_drop(n, p_ref, alpha, power)
+        return d is not None and d <= max_drop
+
+    if not enough(limit):
+        return None
+    low, high = 1, limit
+    while low < high:
+        mid = (low + high) // 2
+        low, high = (low, mid) if enough(mid) else (mid + 1, high)
+    return high
+
+
+def _paired(
+    own: Mapping[str, bool | None], ref: Mapping[str, bool | None]
+) -> tuple[list[str], int, int]:
+    """The items both sides scored (neither cut), and among them the lost and gained counts."""
+    shared = [i for i, v in own.items() if v is not None and ref.get(i) is not None]
+    lost = sum(bool(ref[i]) and not own[i] for i in shared)
+    gained = sum(bool(own[i]) and not ref[i] for i in shared)
+    return shared, lost, gained
+
+
+def settled(
+    own: Mapping[str, bool | None],
+    ref: Mapping[str, bool | None],
+    remaining: int,
+    alpha: float,
+) -> str | None:
+    """Why asking the ``remaining`` items cannot change the drop test's outcome, or None when
+    it still can. The p-value falls with each lost item and rises with each gained one (a
+    concordant or cut item leaves it), so the extremes bound every outcome: significant even if
+    all remaining are gained, or not significant even if all remaining are lost."""
+    if remaining < 0:
+        raise ValueError(f"remaining must be >= 0, not {remaining}")
+    _, lost, gained = _paired(own, ref)
+    worst = mcnemar_drop_p(lost, gained + remaining)
+    if worst < alpha:
+        return (
+            f"dropped whatever the {remaining} remaining items do: {lost} lost, {gained} "
+            f"gained, p = {worst:.3g} < {alpha} even if all are gained"
+        )
+    best = mcnemar_drop_p(lost + remaining, gained)
+    if best >= alpha:
+        return (
+            f"no drop can be found with {remaining} items left: {lost} lost, {gained} "
+            f"gained, p = {best:.3g} >= {alpha} even if all are lost"
+        )
+    return None
+
+
 def judge_accuracy(
-    own: Mapping[str, bool], ref: Mapping[str, bool] | None, alpha: float
+    own: Mapping[str, bool | None],
+    ref: Mapping[str, bool | None] | None,
+    *,
+    alpha: float,
+    max_drop: float,
+    planned: int | None = None,
 ) -> Verdict:
-    """Accuracy with its interval; with a reference, the paired drop test on the shared items."""
-    n, correct = len(own), sum(own.values())
+    """Accuracy with its interval; with a reference, the paired drop test on the items both
+    scored, and whether that test had the power to see a drop of ``max_drop``.
+
+    ``planned``: the items the run meant to ask, when it stopped early because ``settled``
+    said the outcome was certain. Such a stop gives the outcome the full run would have, so the
+    power is the full run's: the paired items plus those not asked (items asked but cut count
+    for nothing). Without it, the paired items alone."""
+    scored = [v for v in own.values() if v is not None]
+    n, correct = len(scored), sum(scored)
     low, high = wilson(correct, n)
     measures: dict[str, Any] = {
         "items": n,
+        "cut": len(own) - n,
         "correct": correct,
-        "accuracy": correct / n if n else None,
+        "accuracy": round(correct / n, 6) if n else None,
         "wilson_low": round(low, 6),
         "wilson_high": round(high, 6),
     }
     if ref is None:
-        return Verdict.passed(**measures)
-    shared: Sequence[str] = [i for i in own if i in ref]
-    lost = sum(ref[i] and not own[i] for i in shared)
-    gained = sum(own[i] and not ref[i] for i in shared)
+        return Verdict.passed(**measures, judged=False, judgement="no reference: no drop claimed")
+    shared, lost, gained = _paired(own, ref)
     p = mcnemar_drop_p(lost, gained)
-    measures |= {"paired_items": len(shared), "lost": lost, "gained": gained, "p_drop": p}
-    measures["reference_accuracy"] = sum(ref[i] for i in shared) / len(shared) if shared else None
+    p_ref = sum(bool(ref[i]) for i in shared) / len(shared) if shared else None
+    power_n = len(shared) + max(0, planned - len(own)) if planned is not None else len(shared)
+    d = detectable_drop(power_n, p_ref, alpha) if p_ref is not None else None
+    measures |= {
+        "paired_items": len(shared),
+        "lost": lost,
+        "gained": gained,
+        "p_drop": round(p, 6),
+        "reference_accuracy": round(p_ref, 6) if p_ref is not None else None,
+        "detectable_drop": d,
+    }
     if p < alpha:
         return Verdict.failed(
             f"accuracy dropped: {lost} items only the reference answered, {gained} only this "
             f"serve (exact McNemar p = {p:.3g} < {alpha})",
             **measures,
+            judged=True,
+            judgement="dropped",
         )
-    return Verdict.passed(**measures)
+    if d is None or d > max_drop:
+        return Verdict.passed(
+            **measures, judged=False, judgement=_no_power(power_n, p_ref, d, alpha, max_drop)
+        )
+    return Verdict.passed(
+        **measures, judged=True, judgement=f"no drop detected (D={d:g} at 80 % power)"
+    )
+
+
+def _no_power(n: int, p_ref: float | None, d: float | None, alpha: float, max_drop: float) -> str:
+    """The judgement of a test too weak to see the allowed drop: n, the reference's accuracy
+    and the smallest drop it detects (none at all: why)."""
+    if p_ref is None:
+        return f"not judged: no power (n={n}, reference accuracy none: no item paired, D=none)"
+    if d is None:
+        why = (
+            f"D=none: the reference gets {round(n * p_ref)} right, p < {alpha} needs "
+            f"{drop_threshold(alpha)} lost"
+        )
+    else:
+        why = f"smallest detectable drop D={d:g} > max {max_drop:g}"
+    return f"not judged: no power (n={n}, reference accuracy {p_ref:.3g}, {why})"
