@@ -29,7 +29,8 @@ forwarded — streams chunk by chunk — with exactly one fault injected:
                           the engine, on the first chat request with max_tokens > 1
     logprob_drift         the same tokens, but from the 9th answer token on every logprob (and
                           top logprob) lower by 1.0: a numerics drift that starts mid-answer and
-                          keeps every argmax (vllm #52938's shape; only logprobs show it)
+                          keeps every argmax (vllm #52938's shape; only logprobs show it); on
+                          chat answers and on legacy completions alike
     slow_decode           correct answers, slowly: each streamed piece waits --delay-s first, and
                           a whole answer waits --delay-s per completion token (a slow serve);
                           with --stretch F instead, each streamed piece after the first is passed
@@ -40,6 +41,14 @@ forwarded — streams chunk by chunk — with exactly one fault injected:
     replay_exit           print a real failure log (--replay FILE, e.g. an NCCL CUDA 999 from the
                           diagnosis corpus) as the engine's start-up output, then exit 1
     replay_hang           print it, then never serve (a start-up that hangs)
+
+On legacy completions (``POST /v1/completions`` decodes; an ``echo: true`` reread, the engine's
+prefill, passes untouched), rewritten by completionfaults.py, text and offsets kept consistent:
+    second_choice         at answer tokens 16, 23, 30, ... the row's second choice is taken,
+                          with its own logprob (the row unchanged)
+    late_drift            the same tokens, the row altered to show each as top-1 (argmax kept)
+    early_eos             the answer cut to half its tokens, finish_reason "stop"
+    long_context_drift    late_drift, only on prompts longer than --long-chars characters
 
 A malformed HTTP 200 (each spares the first chat answer, readiness's one real token):
     no_choices            a chat answer's body without its ``choices``
@@ -71,6 +80,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
+from completionfaults import COMPLETION_FAULTS, DRIFT, DRIFT_FROM, LONG_CHARS, completion_fault
 
 MALFORMED = ("no_choices", "empty_choices", "no_message", "no_usage", "not_json")
 NOT_JSON_PAGE = b"<html><body>502 Bad Gateway (injected)</body></html>"
@@ -89,6 +99,10 @@ FAULTS = (
     "exit_startup",
     "exit_midrun",
     "logprob_drift",
+    "second_choice",
+    "late_drift",
+    "early_eos",
+    "long_context_drift",
     "slow_decode",
     "replay_exit",
     "replay_hang",
@@ -100,12 +114,12 @@ REPETITION_MIN_TOKENS = 64
 BAD_ARGUMENTS = '{"city": 42, "extra": true}'
 WRONG_ANSWER = "I am not sure; perhaps Berlin."
 STARTUP_EXIT_CODE, MIDRUN_EXIT_CODE = 3, 7
-DRIFT_FROM, DRIFT = 8, 1.0
 TWIN_ERROR = {"error": {"message": "injected: twin request failed", "type": "server_error"}}
 
 fault = "none"
 delay_s = 0.05
 stretch = 0.0  # slow_decode: > 0 stretches the engine's own timing instead of a fixed delay
+long_chars = LONG_CHARS  # long_context_drift: the prompt length from which it applies
 upstream = ""
 child: subprocess.Popen[bytes] | None = None
 counter = itertools.count(1)
@@ -154,6 +168,11 @@ def rewrite(method: str, path: str, request: dict, status: int, body: bytes) -> 
     if chat and status == 400 and fault == "over_bound_500":
         error = {"error": {"message": "internal error", "type": "server_error"}}
         return 500, json.dumps(error).encode()
+    completions = method == "POST" and path.startswith("/v1/completions")
+    if completions and status == 200 and fault in COMPLETION_FAULTS:
+        data = json.loads(body)
+        faulty = completion_fault(fault, request, data, long_chars)
+        return status, body if faulty is data else json.dumps(faulty).encode()
     if not chat or status != 200:
         return status, body
     if fault in MALFORMED and next(chats_answered) > 0:
@@ -382,7 +401,7 @@ def replay(path: str, *, hang: bool) -> None:
 
 
 def main() -> None:
-    global fault, delay_s, stretch, upstream, child
+    global fault, delay_s, stretch, long_chars, upstream, child
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fault", choices=FAULTS, required=True)
     parser.add_argument("--listen-port", type=int, required=True)
@@ -391,9 +410,15 @@ def main() -> None:
         "--stretch", type=float, default=0.0, help="slow_decode: the engine's timing times this"
     )
     parser.add_argument("--replay", default="", help="the log replay_* print at start-up")
+    parser.add_argument(
+        "--long-chars",
+        type=int,
+        default=LONG_CHARS,
+        help="long_context_drift: only prompts longer than this many characters",
+    )
     parser.add_argument("engine", nargs=argparse.REMAINDER, help="-- engine argv")
     args = parser.parse_args()
-    fault, delay_s, stretch = args.fault, args.delay_s, args.stretch
+    fault, delay_s, stretch, long_chars = args.fault, args.delay_s, args.stretch, args.long_chars
     argv = args.engine[1:] if args.engine[:1] == ["--"] else args.engine
     say(f"fault {fault}, listening on 127.0.0.1:{args.listen_port}")
     if fault.startswith("replay_"):

@@ -119,15 +119,17 @@ def smollm2_spec(name: str) -> dict[str, Any]:
     return spec
 
 
-def with_fault(spec: dict[str, Any], fault: str) -> dict[str, Any]:
+def with_fault(spec: dict[str, Any], fault: str, *options: str) -> dict[str, Any]:
     """The engine's command behind the proxy: the proxy takes {port}, the engine a free one
     (``{{upstream_port}}`` survives the candidate's own placeholder filling as
-    ``{upstream_port}``, which the proxy fills)."""
+    ``{upstream_port}``, which the proxy fills); ``options``: more of the proxy's own, e.g.
+    ``"--long-chars", "2000"``."""
     engine = [
         "{{upstream_port}}" if part == "{port}" else part for part in spec["launch"]["command"]
     ]
     spec["launch"]["command"] = [
-        "{python}", str(PROXY), "--fault", fault, "--listen-port", "{port}", "--", *engine,
+        "{python}", str(PROXY), "--fault", fault, "--listen-port", "{port}", *options,
+        "--", *engine,
     ]  # fmt: skip
     spec["launch"]["readiness_timeout_s"] = 120  # long: an exit must not wait for it
     return spec
