@@ -1,25 +1,34 @@
-"""Gate 07 — agreement with a reference serve.
+"""Gate 07 — agreement: the serve's greedy answers hold up token by token, against itself and
+against a reference serve, and its accuracy is judged only where the test has power.
 
 A functional gate: it runs after capacity and before throughput, and a FAIL blocks throughput.
-Pass means: the greedy continuations (temperature 0, the candidate's ``[gates.request]``
-sampling) of a fixed, shipped and hashed prompt set (``tp2qual/data/agreement_prompts.json``:
-short factual, arithmetic, code, long-form, multi-turn), each token with its top-N logprobs,
-agree with the reference serve's by vLLM's ``check_logprobs_close`` rule
-(``tp2qual.checks.agreement``): at the first differing token each side's token is in the other's
-top N, and over the common prefix the chosen tokens' logprobs differ by at most the stated
-tolerance (``[gates.agreement]``). Beside it, accuracy: the first ``accuracy_items`` of a shipped,
-hashed set of generated arithmetic word problems (``tp2qual.checks.accuracy``), scored by the
-last number of the answer, with a Wilson interval; against the reference's answers to the same
-items, a drop significant by the exact one-sided McNemar test at ``accuracy_alpha`` fails.
-The reference is ``[reference] candidate`` (a lane: its baseline): that candidate's transcript
-from this run if it passed here, else from the newest dated run under the results folder where
-it PASSED (``tp2qual.evidence.reference``). No reference named: *not applicable*, said in the
-finding and the terminal. A named reference with no PASS anywhere: *not run* (not judged), so
-the finding is INCOMPLETE, never PASS. Either way this serve's own transcript is recorded, so
-that it can be another candidate's reference.
-Artifacts: ``agreement_transcript.jsonl``: this serve's lines and scored items, the reference's
-copied with their run, one comparison per prompt, and a summary last; every claim re-derives
-from it alone (``checks.agreement.rederive``).
+Every request is a plain text completion (``/v1/completions``, no chat template) of a fixed,
+shipped and hashed prompt set (``tp2qual/data/agreement_prompts.json``), greedy (temperature 0,
+the candidate's ``[gates.request]`` sampling), each token with its top-N logprobs. Pass means
+(``tp2qual.checks.agreement``, tolerances in ``[gates.agreement]``, docs/agreement.md):
+
+- **greedy is argmax**: every chosen token is the top of its own reported distribution;
+- **self-consistent**: each answer, reread by the serve (prompt plus answer prefilled, ``echo``
+  with logprobs), gets the logprobs it was decoded with — on the shipped prompts and on one
+  that fills ``near_bound_fill`` of the context, where a KV-cache fault shows; a second decode
+  of each prompt, its prefix now cached, decodes as the cold one did;
+- **agrees with the reference** (``[reference] candidate``): vLLM's closeness walk to the first
+  differing token, with the gap at that token and the answers' ends; and teacher forced, the
+  serve's reread of the reference's answers against the reference's own logprobs at every
+  position;
+- **accuracy**: the shipped arithmetic items (chat, scored by the last number; an item cut by
+  its budget counted, never scored), a drop against the reference's answers by the exact
+  one-sided McNemar test, judged only where that test could see ``accuracy_max_drop``; asking
+  stops once the outcome is certain.
+
+A part that cannot judge says *not judged* and why (the finding's skipped checks, the terminal,
+the report): an engine that cannot reread, too few aligned positions, no power. No reference
+named: the reference parts are *not applicable*. A named reference with no PASS: *not run*, so
+the finding is INCOMPLETE. Either way this serve's own lines are recorded, so that it can be
+another candidate's reference (``tp2qual.evidence.reference``).
+Artifacts: ``agreement.jsonl`` (every exchange, raw), ``agreement_transcript.jsonl`` (the lines
+judged, the reference's copied with its run, the summary last); ``verify`` parses the raw
+exchanges again and re-derives every claim (``evidence/rederive/agreement.py``).
 """
 
 from __future__ import annotations
@@ -28,35 +37,45 @@ import hashlib
 import json
 import time
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import pytest
 
 import tp2qual
-from tp2qual.checks.accuracy import score
+from tp2qual.checks.accuracy import score, settled
 from tp2qual.checks.agreement import (
     ACCURACY,
-    COMPARISON,
+    NEAR_BOUND,
     OWN,
     REFERENCE,
     REFERENCE_ACCURACY,
+    REREAD,
+    STOPPED,
     SUMMARY,
-    Tolerances,
-    accuracy_verdict,
-    judge,
-    rederive,
-    tokens_from_logprobs,
+    WARM,
 )
+from tp2qual.checks.agreement.evaluate import evaluate
+from tp2qual.checks.agreement.rows import after, decode_rows, reread_rows
+from tp2qual.engines import engine_for
 from tp2qual.evidence.claims import read_records
 from tp2qual.evidence.finding import NOT_APPLICABLE, NOT_RUN
-from tp2qual.evidence.reference import TRANSCRIPT, Reference, find_reference
-from tp2qual.gates import Api, Candidate, CandidateRecord, Claimer, chat_body
+from tp2qual.evidence.reference import TRANSCRIPT, Reference, find_reference, record_reference
+from tp2qual.gates import (
+    Api,
+    Candidate,
+    CandidateRecord,
+    Claimer,
+    Exchange,
+    chat_body,
+    completion_body,
+)
 from tp2qual.hooks.candidates import run_key
 
 pytestmark = pytest.mark.agreement
 
 DATA = Path(tp2qual.__file__).parent / "data"
 PROMPT_SET, ARITHMETIC = DATA / "agreement_prompts.json", DATA / "arithmetic_items.json"
+CHARS_PER_TOKEN = 3.0  # the near-bound text's first guess, corrected by the engine's own count
 
 
 def test_agrees_with_reference(
@@ -68,33 +87,31 @@ def test_agrees_with_reference(
 ) -> None:
     began = time.monotonic()
     settings = candidate.gate("agreement")
+    shift = engine_for(candidate.engine).reread_shift
     digest, prompts = _load(PROMPT_SET, "prompts")
+    stamp = {"run": record.run_id, "prompt_set_sha256": digest, "candidate": candidate.name}
     for prompt in prompts:
-        line = _continue(api, candidate, prompt, settings)
-        record.evidence.append_jsonl(
-            TRANSCRIPT, line | {"run": record.run_id, "prompt_set_sha256": digest}
-        )
-    _score_arithmetic(api, candidate, record, settings)
-    if candidate.reference is None:
-        _summarise(record, settings, claim)
-        _not_judged(record, NOT_APPLICABLE, "no reference named ([reference] candidate)", began)
-    reference = find_reference(request.config.stash[run_key], candidate.reference, digest)
+        own = _decode(api, candidate, prompt["id"], prompt["text"], prompt["max_tokens"], settings)
+        _write(record, own | stamp)
+        _reread(api, candidate, record, "self", own, shift, settings)
+        _write(record, _decode(api, candidate, prompt["id"], prompt["text"],
+                               prompt["max_tokens"], settings, kind=WARM))  # fmt: skip
+    near = _near_bound(api, candidate, settings)
+    _write(record, near | stamp)
+    _reread(api, candidate, record, "self", near, shift, settings)
+    reference = _reference(candidate, request, digest)
+    if isinstance(reference, Reference):
+        record_reference(record, reference)
+        _copy_reference(record, reference)
+        for line in _records(record, REFERENCE):
+            if line["id"] != NEAR_BOUND:  # forced on the shipped prompts
+                _reread(api, candidate, record, "forced", line, shift, settings)
+    _ask_items(api, candidate, record, settings, reference)
+    judged = _summarise(record, settings, claim)
+    _say_not_judged(record, judged["not_judged"], shift, candidate.reference is None)
+    assert not judged["problems"], "; ".join(judged["problems"])
     if isinstance(reference, str):
-        _summarise(record, settings, claim)
         _not_judged(record, NOT_RUN, f"not judged: {reference}", began)
-    _copy_reference(record, reference)
-    records = _records(record)
-    own = [r for r in records if r["kind"] == OWN]
-    ref = [r for r in records if r["kind"] == REFERENCE]
-    lines, agreement = judge(own, ref, Tolerances.from_mapping(settings))
-    for line in lines:
-        record.evidence.append_jsonl(TRANSCRIPT, line)
-    _summarise(record, settings, claim)
-    accuracy = accuracy_verdict(records, settings, with_reference=True)
-    problems = [v.reason for v in (agreement, accuracy) if v is not None and not v.ok]
-    assert not problems, f"against {reference.candidate} ({reference.source}): " + "; ".join(
-        problems
-    )
 
 
 def _load(path: Path, key: str) -> tuple[str, list[dict[str, Any]]]:
@@ -103,57 +120,71 @@ def _load(path: Path, key: str) -> tuple[str, list[dict[str, Any]]]:
     return hashlib.sha256(data).hexdigest(), json.loads(data)[key]
 
 
-def _score_arithmetic(
-    api: Api, candidate: Candidate, record: CandidateRecord, settings: dict[str, Any]
-) -> None:
-    """The first ``accuracy_items`` arithmetic items, each scored by its last number (none
-    asked: no line, and no accuracy claim)."""
-    digest, items = _load(ARITHMETIC, "items")
-    for item in items[: settings["accuracy_items"]]:
-        question = f"{item['question']} Give the final answer as a number."
-        body = chat_body(candidate, question, max_tokens=settings["accuracy_max_tokens"])
-        reply = api.chat(item["id"], body)
-        assert reply.status == 200, f"{item['id']}: HTTP {reply.status}: {reply.body}"
-        text = reply.message.get("content")
-        record.evidence.append_jsonl(
-            TRANSCRIPT,
-            {
-                "kind": ACCURACY,
-                "id": item["id"],
-                "items_sha256": digest,
-                "answer": item["answer"],
-                "text": text,
-                "correct": score(text, item["answer"]),
-            },
-        )
+def _reply(reply: Exchange, what: str) -> dict[str, Any]:
+    assert reply.status == 200, f"{what}: HTTP {reply.status}: {reply.body}"
+    return reply.choice
 
 
-def _continue(
-    api: Api, candidate: Candidate, prompt: dict[str, Any], settings: dict[str, Any]
-) -> dict[str, Any]:
+def _decode(api: Api, candidate: Candidate, pid: str, text: str, max_tokens: int,
+            settings: dict[str, Any], kind: str = OWN) -> dict[str, Any]:  # fmt: skip
     """One greedy continuation with its top-N logprobs, as a transcript line."""
-    body = chat_body(
-        candidate,
-        prompt["messages"],
-        max_tokens=prompt["max_tokens"],
-        logprobs=True,
-        top_logprobs=settings["top_n"],
+    tag = f"{'decode' if kind == OWN else kind}:{pid}"
+    body = completion_body(candidate, text, max_tokens=max_tokens, logprobs=settings["top_n"])
+    reply = api.complete(tag, body)
+    choice = _reply(reply, tag)
+    rows = decode_rows(choice.get("logprobs"))
+    assert rows, (
+        f"{tag}: no token logprobs in the reply (asked logprobs: {settings['top_n']}); gate 07 "
+        "cannot judge a serve without them"
     )
-    reply = api.chat(prompt["id"], body)
-    assert reply.status == 200, f"{prompt['id']}: HTTP {reply.status}: {reply.body}"
-    tokens = tokens_from_logprobs(reply.body["choices"][0].get("logprobs"))
-    assert tokens, (
-        f"{prompt['id']}: no token logprobs in the reply (asked logprobs: true, top_logprobs: "
-        f"{settings['top_n']}); this rule cannot judge the serve without them"
-    )
-    return {
-        "kind": OWN,
-        "id": prompt["id"],
-        "candidate": candidate.name,
-        "text": reply.message.get("content"),
-        "finish_reason": reply.finish_reason,
-        "tokens": tokens,
-    }
+    usage = reply.body.get("usage") or {}
+    line = {"kind": kind, "id": pid, "tag": tag, "prompt": text, "text": choice.get("text") or ""}
+    return line | {"finish_reason": choice.get("finish_reason"), "tokens": rows,
+                   "prompt_tokens": usage.get("prompt_tokens")}  # fmt: skip
+
+
+def _reread(api: Api, candidate: Candidate, record: CandidateRecord, of: str,
+            decoded: dict[str, Any], shift: int | None,
+            settings: dict[str, Any]) -> None:  # fmt: skip
+    """The serve prefills a prompt plus an answer (its own: ``self``; the reference's:
+    ``forced``) and gives every token's logprob; the answer's rows become a transcript line."""
+    if shift is None:
+        return
+    tag = f"reread:{of}:{decoded['id']}"
+    text = decoded["prompt"] + decoded["text"]
+    body = completion_body(candidate, text, max_tokens=1, logprobs=settings["top_n"], echo=True)
+    # Every position is prefilled with its top-N logprobs: budgeted as that many tokens.
+    positions = int(decoded.get("prompt_tokens") or len(text)) + len(decoded["tokens"])
+    timeout = api.budget.seconds_for(positions)
+    choice = _reply(api.complete(tag, body, timeout=timeout), tag)
+    rows = reread_rows(choice.get("logprobs"), shift, settings["top_n"])
+    assert rows is not None, f"{tag}: the reread carries no token logprobs (echo with logprobs)"
+    answer = after(rows, len(decoded["prompt"]))
+    _write(record, {"kind": REREAD, "of": of, "id": decoded["id"], "tag": tag, "shift": shift,
+                    "prompt_chars": len(decoded["prompt"]), "tokens": answer or [],
+                    "boundary": answer is not None})  # fmt: skip
+
+
+def _near_bound(api: Api, candidate: Candidate, settings: dict[str, Any]) -> dict[str, Any]:
+    """A prompt filling ``near_bound_fill`` of the context (the arithmetic items' questions,
+    repeated), sized by the engine's own token count of a first guess."""
+    _, items = _load(ARITHMETIC, "items")
+    source = " ".join(item["question"] for item in items)
+    target = int(candidate.max_model_len * settings["near_bound_fill"])
+    budget = settings["near_bound_max_tokens"]
+    sized = api.complete("size:near-bound", completion_body(candidate, source[:4000], max_tokens=1))
+    _reply(sized, "size:near-bound")
+    counted = int((sized.body.get("usage") or {}).get("prompt_tokens") or 0)
+    chars = int(target * (4000 / counted if counted else CHARS_PER_TOKEN))
+    text = (source * (chars // len(source) + 1))[:chars].rsplit(" ", 1)[0] + "\nSummary:"
+    return _decode(api, candidate, NEAR_BOUND, text, budget, settings) | {"fill_target": target}
+
+
+def _reference(candidate: Candidate, request: pytest.FixtureRequest,
+               digest: str) -> Reference | str | None:  # fmt: skip
+    if candidate.reference is None:
+        return None
+    return find_reference(request.config.stash[run_key], candidate.reference, digest)
 
 
 def _copy_reference(record: CandidateRecord, reference: Reference) -> None:
@@ -162,33 +193,74 @@ def _copy_reference(record: CandidateRecord, reference: Reference) -> None:
     for line in reference.records:
         kind = REFERENCE if line["kind"] == OWN else REFERENCE_ACCURACY
         copied = {**line, "kind": kind, "candidate": reference.candidate}
-        copied |= {"run": reference.run, "source": reference.source}
-        record.evidence.append_jsonl(TRANSCRIPT, copied)
+        _write(record, copied | {"run": reference.run, "source": reference.source})
 
 
-def _records(record: CandidateRecord) -> list[dict[str, Any]]:
-    return read_records(record.evidence.root / TRANSCRIPT)
+def _ask_items(api: Api, candidate: Candidate, record: CandidateRecord, settings: dict[str, Any],
+               reference: Reference | str | None) -> None:  # fmt: skip
+    """The first ``accuracy_items`` arithmetic items, each scored by its last number (an item
+    its budget cut is not scored); against a reference, asking stops once the drop test's
+    outcome cannot change."""
+    digest, items = _load(ARITHMETIC, "items")
+    items = items[: settings["accuracy_items"]]
+    theirs = {}
+    if isinstance(reference, Reference):
+        theirs = {r["id"]: r.get("correct") for r in reference.records
+                  if r.get("kind") == ACCURACY and r.get("items_sha256") == digest}  # fmt: skip
+    own: dict[str, bool | None] = {}
+    for n, item in enumerate(items):
+        if theirs and (why := settled(own, theirs, len(items) - n, settings["accuracy_alpha"])):
+            _write(record, {"kind": STOPPED, "after": n, "why": why})
+            return
+        question = f"{item['question']} Give the final answer as a number."
+        body = chat_body(candidate, question, max_tokens=settings["accuracy_max_tokens"])
+        reply = api.chat(f"item:{item['id']}", body)
+        assert reply.status == 200, f"{item['id']}: HTTP {reply.status}: {reply.body}"
+        text, finish = reply.message.get("content"), reply.finish_reason
+        own[item["id"]] = None if finish == "length" else score(text, item["answer"])
+        _write(record, {"kind": ACCURACY, "id": item["id"], "items_sha256": digest,
+                        "answer": item["answer"], "text": text, "finish_reason": finish,
+                        "correct": own[item["id"]]})  # fmt: skip
 
 
-def _summarise(record: CandidateRecord, settings: dict[str, Any], claim: Claimer) -> None:
-    """The summary line (last), and one claim per figure read back from it."""
-    records = _records(record)
-    claims = rederive(records, settings)
-    divergences = [
-        {"id": r["id"], **r["divergence"]}
-        for r in records
-        if r.get("kind") == COMPARISON and r["divergence"]
-    ]
-    record.evidence.append_jsonl(
-        TRANSCRIPT, {"kind": SUMMARY, **claims, "first_divergences": divergences}
-    )
-    for name in claims:
+def _write(record: CandidateRecord, line: dict[str, Any]) -> None:
+    record.evidence.append_jsonl(TRANSCRIPT, line)
+
+
+def _records(record: CandidateRecord, kind: str | None = None) -> list[dict[str, Any]]:
+    records = read_records(record.evidence.root / TRANSCRIPT)
+    return [r for r in records if kind is None or r.get("kind") == kind]
+
+
+def _summarise(record: CandidateRecord, settings: dict[str, Any], claim: Claimer) -> dict[str, Any]:
+    """The summary line (last), from the transcript's lines by the rule verify runs again, and
+    one claim per figure read back from it."""
+    judged = evaluate(_records(record), settings)
+    _write(record, {"kind": SUMMARY, **judged.claims})
+    for name in judged.claims:
         claim(name, TRANSCRIPT, op="field", path=name)
+    return {"problems": judged.problems, "not_judged": judged.not_judged}
 
 
-def _not_judged(record: CandidateRecord, outcome: str, reason: str, began: float) -> NoReturn:
-    """Say in the finding why agreement was not judged, then skip (pytest's skip alone would
-    leave the gate looking passed, and its time uncounted)."""
+def _say_not_judged(record: CandidateRecord, parts: dict[str, str], shift: int | None,
+                    unnamed: bool) -> None:  # fmt: skip
+    """Each part that could not judge, with why, among the gate's skipped checks."""
+    result = record.gates["agreement"]
+    if unnamed:
+        parts = parts | {"agreement with a reference": f"{NOT_APPLICABLE}: no reference named "
+                         "([reference] candidate)"}  # fmt: skip
+    if shift is None:
+        result.skipped["self-consistency"] = (
+            f"not judged: {engine_for(record.candidate.engine).title} cannot reread a prompt "
+            "with its logprobs (echo), so neither self-consistency nor teacher forcing runs"
+        )
+    result.skipped |= parts
+    record.save()
+
+
+def _not_judged(record: CandidateRecord, outcome: str, reason: str, began: float) -> None:
+    """Say in the finding why agreement with a reference was not judged, then skip (pytest's
+    skip alone would leave the gate looking passed, and its time uncounted)."""
     result = record.gates["agreement"]
     result.outcome, result.reason = outcome, reason
     result.seconds += time.monotonic() - began

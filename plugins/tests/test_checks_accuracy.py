@@ -26,7 +26,7 @@ from tp2qual.checks.accuracy import (
     settled,
     wilson,
 )
-from tp2qual.checks.agreement import accuracy_claims, rederive
+from tp2qual.checks.agreement.evaluate import evaluate
 
 SHIPPED = Path(tp2qual.__file__).parent / "data" / "arithmetic_items.json"
 SETTINGS = GATE_DEFAULTS["agreement"]
@@ -66,8 +66,8 @@ def test_exact_mcnemar_drop() -> None:
 
 
 def test_no_item_asked_claims_nothing() -> None:
-    assert accuracy_claims([], SETTINGS, with_reference=True) == {}
-    assert "accuracy" not in rederive([{"kind": "transcript", "id": "a"}], SETTINGS)
+    claims = evaluate([], SETTINGS).claims
+    assert "accuracy" not in claims and "accuracy_judgement" not in claims
 
 
 def answers(n: int, right: int) -> dict[str, bool | None]:

@@ -31,6 +31,7 @@ __all__ = [
     "Server",
     "Stream",
     "chat_body",
+    "completion_body",
     "messages",
     "read_finding",
     "sampling_for",
@@ -77,4 +78,23 @@ def chat_body(
         **sampling_for(candidate),
     }
     body = deep_merge(body, candidate.request_settings.get("extra", {}))
+    return deep_merge(body, fields)
+
+
+def completion_body(
+    candidate: Candidate, prompt: str, *, max_tokens: int, seed: int = DEFAULT_SEED, **fields: Any
+) -> dict[str, Any]:
+    """A greedy text completion request (``/v1/completions``): the plain prompt, no chat
+    template, and neutral sampling only. Gate 07 judges the model's own distribution: a stated
+    penalty changes the choice but not the logprobs the engine reports (llama-cpp-python reports
+    the raw scores), so greedy would no longer be the argmax of what is compared. The
+    candidate's ``extra`` fields are chat controls (thinking switches) and are not sent."""
+    body: dict[str, Any] = {
+        "model": candidate.served_name,
+        "prompt": prompt,
+        "max_tokens": max_tokens,
+        "seed": seed,
+        **_COMMON,
+        **engine_for(candidate.engine).neutral_sampling,
+    }
     return deep_merge(body, fields)

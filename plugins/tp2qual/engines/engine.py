@@ -179,6 +179,10 @@ class Engine:
     # The controls --plan compares across candidates of this engine, and its memory share.
     controls: tuple[Control, ...] = ()
     memory: MemoryRule | None = None
+    # Gate 07's reread (``/v1/completions`` with ``echo`` and ``logprobs``): where a prompt
+    # token's logprob is placed (0: its own row; 1: the previous row's top list,
+    # ``checks/agreement/rows.py``); None: the engine cannot reread, and gate 07 says so.
+    reread_shift: int | None = None
     # fact (a field above, or "field.key") -> where it came from: file and version, or seen where.
     sources: Mapping[str, str] = field(default_factory=dict)
 

@@ -42,7 +42,15 @@ ENGINE = Engine(
     envelopes=(OPENAI_ERROR,),
     env_prefix=None,
     log_lines={"perf": PERF_LINE},
+    reread_shift=1,
     sources={
+        "reread_shift": (
+            "llama-cpp-python 0.3.36 llama_cpp/llama.py _create_completion: with echo, prompt row "
+            "i's token_logprobs is read from the score row that predicts token i+1, and each "
+            "row's top_logprobs holds the next token's distribution plus the row's own misread "
+            "value; the right value of token i is in row i-1's list (SmolLM2's GGUF adds no BOS). "
+            "Measured: plugins/tests/data/completions-echo/README.md, 64 of 64 reread rows exact"
+        ),
         "neutral_sampling": (
             "llama-cpp-python 0.3.36 llama_cpp/server/types.py: repeat_penalty defaults to 1.1 "
             "(repeat_penalty_field), top_k to 40, so 1.0 is stated; greedy at temperature 0"

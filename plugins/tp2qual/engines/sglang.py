@@ -170,7 +170,13 @@ ENGINE = Engine(
         "--moe-runner-backend": "moe",
         "--fp4-gemm-backend": "fp4_gemm",
     },
+    reread_shift=0,
     sources={
+        "reread_shift": (
+            "0.5.23 srt/entrypoints/openai/serving_completions.py:88-90: echo with logprobs sets "
+            "logprob_start_len = 0, so input_token_logprobs give every prompt token's own "
+            "logprob at its row (not run here: SGLang has no CPU build)"
+        ),
         "kernel_lines": (
             "0.5.23 srt/entrypoints/engine.py:311 logger.info(f'server_args={…}') of "
             "server_args.resolved_dict() (srt/server_args.py:316): the resolved "

@@ -248,7 +248,13 @@ ENGINE = Engine(
     },
     kernel_lines=KERNEL_LINES,
     backend_flags={"--attention-backend": "attention", "--moe-backend": "moe"},
+    reread_shift=0,
     sources={
+        "reread_shift": (
+            "0.32.0 entrypoints/openai/completion/protocol.py:373-375: echo with logprobs asks "
+            "prompt_logprobs; completion/serving.py:541-552 returns them before the answer's, "
+            "row i holding token i's logprob given the tokens before it (the first None)"
+        ),
         "kernel_lines": (
             "0.32.0: platforms/cuda.py:446,507 and platforms/cpu.py:163,175 (attention; the "
             "CPU build's CPU_ATTN is chosen silently, cpu.py:179, so its TP2 log names none: "

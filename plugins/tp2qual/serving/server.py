@@ -184,6 +184,11 @@ class Stream:
         return stream_usage(self.chunks)
 
 
+def _generating(body: Any) -> bool:
+    """A chat or a text completion: a request whose time follows its max_tokens."""
+    return isinstance(body, dict) and ("messages" in body or "prompt" in body)
+
+
 def _parse(response: httpx.Response) -> Any:
     try:
         return response.json()
@@ -208,7 +213,7 @@ class Api:
 
     def timeout_for(self, body: Any) -> float:
         """Generating requests get the budget for their max_tokens; the rest a short timeout."""
-        if isinstance(body, dict) and "messages" in body:
+        if _generating(body):
             return self.budget.seconds_for(body.get("max_tokens"))
         return CONTROL_TIMEOUT_S
 
@@ -218,7 +223,7 @@ class Api:
         asked = body.get("max_tokens") if isinstance(body, dict) else None
         what = (
             self.budget.explain(asked)
-            if timeout == self.timeout_for(body) and isinstance(body, dict) and "messages" in body
+            if timeout == self.timeout_for(body) and _generating(body)
             else f"no response within {timeout:.0f} s"
         )
         said = self.server.engine_says() or f"; last log line: {self.server.last_log_line()[:200]}"
@@ -278,13 +283,17 @@ class Api:
 
     def _sent(self, tag: str, body: Any) -> Watch | None:
         """Tell the watch of a generating request; the watch to tell of its end, if any."""
-        if self.watch is None or not (isinstance(body, dict) and "messages" in body):
+        if self.watch is None or not _generating(body):
             return None
         self.watch.sent(tag, body.get("max_tokens"))
         return self.watch
 
     def chat(self, tag: str, body: dict[str, Any], timeout: float | None = None) -> Exchange:
         return self.request(tag, "POST", "/v1/chat/completions", body, timeout)
+
+    def complete(self, tag: str, body: dict[str, Any], timeout: float | None = None) -> Exchange:
+        """A text completion (``/v1/completions``: a plain prompt, no chat template)."""
+        return self.request(tag, "POST", "/v1/completions", body, timeout)
 
     def stream_chat(self, tag: str, body: dict[str, Any], timeout: float | None = None) -> Stream:
         body = {**body, "stream": True}

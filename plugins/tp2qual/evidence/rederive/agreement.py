@@ -1,31 +1,61 @@
-"""Gate 07 (agreement): the transcript's summary line derived again from its own lines.
+"""Gate 07 (agreement): every transcript line parsed again from its raw exchange, and the
+summary derived again from the lines by the gate's own rule (``checks.agreement.evaluate``).
 
-``checks.agreement.rederive`` reads the claims again from the own, reference and accuracy lines
-of ``agreement_transcript.jsonl``; the summary line recorded there is compared with them.
+The serve's lines (decodes, warm decodes, rereads) name the exchange they came from (``tag``
+in ``agreement.jsonl``); each is parsed again from that exchange's raw response
+(``checks.agreement.rows``), so a line the gate wrote about itself and the engine never said is
+a mismatch. The reference's lines were copied from its own run, with their run named; the
+summary's claims are compared with ``evaluate`` of the lines.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from tp2qual.checks import agreement as agreement_check
-from tp2qual.evidence.rederive.common import GateRun, Rederived
+from tp2qual.checks.agreement import NEAR_BOUND, OWN, REREAD, SUMMARY, WARM
+from tp2qual.checks.agreement.evaluate import evaluate
+from tp2qual.checks.agreement.rows import after, decode_rows, reread_rows
+from tp2qual.checks.verdict import Verdict
+from tp2qual.evidence.rederive.common import GateRun, Rederived, by_tag
+
+TRANSCRIPT, EXCHANGES = "agreement_transcript.jsonl", "agreement.jsonl"
 
 
 def agreement(run: GateRun) -> Rederived:
-    """The summary line of ``agreement_transcript.jsonl`` (where every claim is read from),
-    derived again from the transcript's own, reference and accuracy lines."""
-    records = run.records("agreement_transcript.jsonl")
-    body = [r for r in records if r.get("kind") != agreement_check.SUMMARY]
-    recorded: dict[str, Any] = next(
-        (r for r in reversed(records) if r.get("kind") == agreement_check.SUMMARY), {}
-    )
-    claims = agreement_check.rederive(body, run.settings)
-    out = Rederived(records=len(body))
-    where = "agreement_transcript.jsonl"
-    out.compare(where, f"{where} summary", recorded, **claims)
-    summary = {**recorded, **claims, "kind": agreement_check.SUMMARY}
-    out.rows["agreement_transcript.jsonl"] = [*body, summary]
-    if claims.get("agrees_with_reference") is False:
-        out.failures.append("the transcript does not agree with its reference's")
+    records = run.records(TRANSCRIPT)
+    body = [r for r in records if r.get("kind") != SUMMARY]
+    recorded: dict[str, Any] = next((r for r in reversed(records) if r.get("kind") == SUMMARY), {})
+    exchanges = by_tag(run.records(EXCHANGES))
+    out = Rederived(records=len(exchanges))
+    for line in body:
+        if line.get("kind") in (OWN, WARM, REREAD):
+            _reparse(line, exchanges.get(str(line.get("tag"))), out)
+    judged = evaluate(body, run.settings)
+    out.compare(TRANSCRIPT, f"{TRANSCRIPT} summary", recorded, **judged.claims)
+    out.rows[TRANSCRIPT] = [*body, {**recorded, **judged.claims, "kind": SUMMARY}]
+    verdict = Verdict.failed("; ".join(judged.problems)) if judged.problems else Verdict.passed()
+    out.judged("test_agrees_with_reference", verdict, TRANSCRIPT, exchange=True)
     return out
+
+
+def _reparse(line: Mapping[str, Any], exchange: Mapping[str, Any] | None, out: Rederived) -> None:
+    where = f"{TRANSCRIPT} {line.get('tag')}"
+    response = (exchange or {}).get("response")
+    if not isinstance(response, Mapping):
+        out.compare(EXCHANGES, where, {"exchange": "recorded"}, exchange="missing")
+        return
+    choice = (response.get("choices") or [{}])[0]
+    logprobs = choice.get("logprobs") if isinstance(choice, Mapping) else None
+    if line.get("kind") == REREAD:
+        asked = int(((exchange or {}).get("request") or {}).get("body", {}).get("logprobs") or 0)
+        rows = reread_rows(logprobs, int(line.get("shift") or 0), asked)
+        parsed = after(rows or [], int(line.get("prompt_chars") or 0)) or []
+        out.compare(EXCHANGES, where, {"tokens": line.get("tokens")}, tokens=parsed)
+        return
+    text = choice.get("text") if isinstance(choice, Mapping) else None
+    fields = {"tokens": decode_rows(logprobs), "text": text or ""}
+    fields["finish_reason"] = choice.get("finish_reason") if isinstance(choice, Mapping) else None
+    if line.get("id") == NEAR_BOUND or line.get("kind") == OWN:
+        fields["prompt"] = ((exchange or {}).get("request") or {}).get("body", {}).get("prompt")
+    out.compare(EXCHANGES, where, {k: line.get(k) for k in fields}, **fields)

@@ -1,0 +1,116 @@
+"""Token rows from an OpenAI text completion's ``logprobs``, and where a reread's rows meet a
+decode's.
+
+A *row* is one token position: ``{"token", "logprob", "top": [[token, logprob], …]}``, ``top``
+ranked best first. A decode's rows are the answer's tokens as they were chosen. A *reread* is the
+same engine prefilling a text (``echo`` with ``logprobs`` and one token to generate): its rows
+hold, for every token of that text, the logprob the engine gives it after the tokens before it.
+Engines place that value differently (``Engine.prompt_rows``): at its own row (vLLM, SGLang:
+shift 0), or one row early in the previous row's top list (llama-cpp-python 0.3.36: shift 1,
+its ``token_logprobs`` read one row late, ``llama_cpp/llama.py`` ``_create_completion``). Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+Row = dict[str, Any]
+
+
+def _top(entry: Any) -> list[list[Any]]:
+    if not isinstance(entry, Mapping):
+        return []
+    pairs = [[str(t), float(lp)] for t, lp in entry.items() if isinstance(lp, int | float)]
+    return sorted(pairs, key=lambda pair: (-pair[1], pair[0]))  # ties by text: any key order
+
+
+def _columns(logprobs: Any) -> tuple[list[str], list[Any], list[Any]] | None:
+    if not isinstance(logprobs, Mapping):
+        return None
+    tokens, values = logprobs.get("tokens"), logprobs.get("token_logprobs")
+    tops = logprobs.get("top_logprobs") or []
+    if not isinstance(tokens, list) or not isinstance(values, list) or len(tokens) != len(values):
+        return None
+    tops = list(tops) + [None] * (len(tokens) - len(tops))
+    return [str(t) for t in tokens], values, tops
+
+
+def decode_rows(logprobs: Any) -> list[Row] | None:
+    """A decode's rows, as chosen; None when the answer carries no usable logprobs."""
+    columns = _columns(logprobs)
+    if columns is None:
+        return None
+    rows = []
+    for token, value, top in zip(*columns, strict=True):
+        if not isinstance(value, int | float):
+            return None
+        rows.append({"token": token, "logprob": float(value), "top": _top(top)})
+    return rows
+
+
+def reread_rows(logprobs: Any, shift: int, top_n: int) -> list[Row] | None:
+    """A reread's rows, each token's logprob after the tokens before it (None where the engine
+    gives none: the first token, or, at shift 1, a token outside the previous row's top list);
+    its top list is the distribution it was drawn from. Only shifts 0 and 1 are known.
+
+    At shift 1 (llama-cpp-python) a row is left out (no value, no list) when its list cannot be
+    trusted: the engine keys it by token text, so two tokens of one text (two ``' '``) keep the
+    lower value under that text, and the previous token's own entry overwrites one of the
+    ``top_n``; either leaves fewer than ``top_n`` entries."""
+    columns = _columns(logprobs)
+    if columns is None:
+        return None
+    tokens, values, tops = columns
+    rows = []
+    for i, token in enumerate(tokens):
+        if shift == 0:
+            value, top = values[i], _top(tops[i])
+        elif i == 0 or token == tokens[i - 1]:
+            value, top = None, []  # nothing before it, or its value overwritten (below)
+        else:
+            # The previous row's list predicts this token, but llama-cpp-python also writes the
+            # previous token's own (misread) value into it: that entry is not part of it.
+            top = [pair for pair in _top(tops[i - 1]) if pair[0] != tokens[i - 1]]
+            value = dict((pair[0], pair[1]) for pair in top).get(token)
+            if len(top) < top_n:
+                value, top = None, []
+        ok = isinstance(value, int | float)
+        rows.append({"token": token, "logprob": float(value) if ok else None, "top": top})
+    return rows
+
+
+def after(rows: Sequence[Row], chars: int) -> list[Row] | None:
+    """The rows that follow the first ``chars`` characters of the reread text (the prompt), by
+    the tokens' own text; None when no token boundary falls there (the text was tokenized
+    across the prompt's end)."""
+    seen = 0
+    for i, row in enumerate(rows):
+        if seen == chars:
+            return list(rows[i:])
+        seen += len(row["token"])
+        if seen > chars:
+            return None
+    return [] if seen == chars else None
+
+
+def aligned(decoded: Sequence[Row], reread: Sequence[Row]) -> list[tuple[Row, Row]]:
+    """Pairs of a decode row and the reread row for the same token at the same text offset
+    (both measured from the answer's start); a token the reread split or merged pairs with
+    nothing."""
+    starts: dict[tuple[int, str], Row] = {}
+    offset = 0
+    for row in reread:
+        starts[(offset, row["token"])] = row
+        offset += len(row["token"])
+    pairs, offset = [], 0
+    for row in decoded:
+        other = starts.get((offset, row["token"]))
+        if other is not None:
+            pairs.append((row, other))
+        offset += len(row["token"])
+    return pairs
+
+
+def text_of(rows: Sequence[Row]) -> str:
+    return "".join(row["token"] for row in rows)

@@ -1,0 +1,133 @@
+"""Position-by-position figures between a decode and a reread of the same tokens.
+
+Two uses, one rule:
+
+- *self-consistency* (as SGLang's ``python/sglang/test/kl_test_utils.py``): a serve's decode
+  against its own reread of prompt plus answer. Decode and prefill run different code paths
+  (KV-cache writes and reads, batched prefill kernels); on a healthy serve they agree to noise.
+- *teacher forcing*: the reference's decode against this serve's reread of the reference's
+  prompt plus answer. Every position of the reference's answer is compared in the same context
+  on both sides, so drift past the first differing token shows.
+
+Per position: |Δ| of the token's logprob, whether both sides' top-1 agree, and a KL estimate
+over the shared top N (``Σ p_decode · (lp_decode - lp_reread)`` over the tokens both lists name:
+the mass outside them is not seen). A reread that gives no logprob for the token (at shift 1, a
+token outside the previous row's top list) counts at its list's lowest logprob: |Δ| at least
+that; one it gives no row for at all is *unreadable*, counted and left out of the aligned
+share (which measures how the two tokenizations meet). Pure.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tp2qual.checks.agreement.rows import Row
+from tp2qual.checks.verdict import Verdict
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """The tolerances of one comparison (``[gates.agreement]`` ``<prefix>_…``)."""
+
+    max_mean_abs_delta: float
+    max_p99_abs_delta: float
+    min_top1_agreement: float
+    max_mean_kl: float
+    min_aligned_share: float
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any], prefix: str) -> Bounds:
+        return cls(
+            float(settings[f"{prefix}_max_mean_abs_delta"]),
+            float(settings[f"{prefix}_max_p99_abs_delta"]),
+            float(settings[f"{prefix}_min_top1_agreement"]),
+            float(settings[f"{prefix}_max_mean_kl"]),
+            float(settings["min_aligned_share"]),
+        )
+
+
+def _value(row: Row) -> tuple[float | None, bool]:
+    """The row's logprob for its token, and whether it is only a bound (outside its list)."""
+    if row["logprob"] is not None:
+        return row["logprob"], False
+    return (row["top"][-1][1], True) if row["top"] else (None, True)
+
+
+def _kl(decoded: Row, reread: Row) -> float | None:
+    theirs = {pair[0]: pair[1] for pair in reread["top"]}
+    shared = [(lp, theirs[t]) for t, lp in decoded["top"] if t in theirs]
+    if not shared:
+        return None
+    return sum(math.exp(a) * (a - b) for a, b in shared)
+
+
+def quantile(values: Sequence[float], q: float) -> float:
+    """The nearest-rank quantile (the value at rank ceil(q·n))."""
+    ranked = sorted(values)
+    return ranked[max(0, math.ceil(q * len(ranked)) - 1)] if ranked else 0.0
+
+
+def figures(pairs: Sequence[tuple[Row, Row]], positions: int) -> dict[str, Any]:
+    """The figures over ``pairs`` (decode row, reread row) out of ``positions`` decode rows."""
+    deltas, tops, kls, bounded, unreadable, worst = [], [], [], 0, 0, None
+    for decoded, reread in pairs:
+        value, bound = _value(reread)
+        if value is None:  # the engine gave no trustworthy row here (rows.reread_rows)
+            unreadable += 1
+            continue
+        delta = abs(decoded["logprob"] - value)
+        bounded += bound
+        deltas.append(delta)
+        if worst is None or delta > worst["abs_delta"]:
+            worst = {"token": decoded["token"], "decode": decoded["logprob"], "reread": value,
+                     "abs_delta": round(delta, 6), "outside_top": bound}  # fmt: skip
+        if decoded["top"] and reread["top"]:
+            tops.append(decoded["top"][0][0] == reread["top"][0][0])
+        kl = _kl(decoded, reread)
+        if kl is not None:
+            kls.append(kl)
+    return {
+        "positions": len(deltas),
+        "unreadable": unreadable,
+        "aligned_share": round(len(deltas) / (positions - unreadable), 6)
+        if positions > unreadable
+        else 0.0,
+        "mean_abs_delta": round(sum(deltas) / len(deltas), 6) if deltas else None,
+        "p99_abs_delta": round(quantile(deltas, 0.99), 6) if deltas else None,
+        "top1_agreement": round(sum(tops) / len(tops), 6) if tops else None,
+        "mean_kl": round(sum(kls) / len(kls), 6) if kls else None,
+        "outside_top": bounded,
+        "worst": worst,
+    }
+
+
+def judge(found: Mapping[str, Any], bounds: Bounds, what: str) -> Verdict:
+    """The figures against their bounds; too few aligned positions: not judged (ok, with
+    ``judged`` False and the reason), never a pass on nothing."""
+    if not found["positions"] or found["aligned_share"] < bounds.min_aligned_share:
+        return Verdict.passed(
+            judged=False,
+            judgement=f"not judged: {found['positions']} positions aligned "
+            f"({found['aligned_share']:.0%} < {bounds.min_aligned_share:.0%})",
+        )
+    checks = (
+        ("mean |Δ logprob|", found["mean_abs_delta"], bounds.max_mean_abs_delta, "<="),
+        ("p99 |Δ logprob|", found["p99_abs_delta"], bounds.max_p99_abs_delta, "<="),
+        ("top-1 agreement", found["top1_agreement"], bounds.min_top1_agreement, ">="),
+        ("mean KL", found["mean_kl"], bounds.max_mean_kl, "<="),
+    )
+    problems = [
+        f"{name} {value:.3f} ({'>' if op == '<=' else '<'} {limit})"
+        for name, value, limit, op in checks
+        if value is not None and (value > limit if op == "<=" else value < limit)
+    ]
+    if problems:
+        worst = found["worst"] or {}
+        said = f"{what}: " + ", ".join(problems)
+        said += f" over {found['positions']} positions; worst {worst.get('token')!r}: "
+        said += f"{worst.get('decode')} against {worst.get('reread')}"
+        return Verdict.failed(said, judged=True, judgement="differs")
+    return Verdict.passed(judged=True, judgement="agrees")
