@@ -1,12 +1,20 @@
-"""Gate 07 on a real engine: a serve whose numerics drift mid-answer (the same tokens, every
-logprob from the 9th answer token on lower by 1.0: a fault no other gate can see) FAILs gate 07
-alone, after passing every earlier functional gate, and is never benchmarked; up to the drift,
-two processes serving the same bytes agree token for token with identical logprobs.
+"""Gate 07 on a real engine: faults past the first differing token, each with logprobs consistent
+with its text (completionfaults.py), FAIL gate 07 by its own check after passing every earlier
+functional gate, and are never benchmarked; the honest copy they name as reference PASSes.
 
-One inner run of two copies of the embedded candidate (small gate settings, two arithmetic
-items): the reference behind a transparent proxy, and the drifting copy naming it. The reference
-runs first (references are ranked before their dependents) and PASSes, so the copy is judged
-against this run's transcript.
+One inner run of five copies of the embedded candidate behind the fault proxy (llama.cpp reads
+prompts back exactly: its reread equals its decode):
+
+- ``second_choice``: greedy takes its own second choice every 7th token from the 16th, its
+  reported logprobs unchanged — greedy is not argmax;
+- ``late_drift``: the same tokens drift, the reported lists rewritten to make them argmax — the
+  serve's own reread gives them their real logprobs (self-consistency);
+- ``early_eos``: answers end at half length with "stop" — the closeness walk's ends;
+- ``long_context_drift``: late_drift only on prompts longer than 2,000 characters — only the
+  prompt near the bound shows it (a KV-cache-style fault).
+
+The near-bound prompt is kept at 30 % of the 2,048-token context (about 2,200 characters), so
+only it crosses the threshold and the run stays minutes long.
 """
 
 from __future__ import annotations
@@ -27,45 +35,53 @@ from test_faults import (
 
 pytestmark = pytest.mark.slow
 
-REF, DRIFT = "agree-ref", "agree-drift"
-DRIFT_FROM = 8  # faultproxy.DRIFT_FROM
+REF = "agree-ref"
+FAULTS = {  # fault -> (proxy options, words of gate 07's reason)
+    "second_choice": ((), "greedy is not argmax"),
+    "late_drift": ((), "self-consistency (decode against its reread)"),
+    "early_eos": ((), "stops after token"),
+    "long_context_drift": (("--long-chars", "2000"), "self-consistency near the bound"),
+}
 
 
-def _spec(name: str, fault: str) -> dict[str, Any]:
-    spec = with_fault(smollm2_spec(name), fault)
+def _spec(name: str, fault: str, *options: str) -> dict[str, Any]:
+    spec = with_fault(smollm2_spec(name), fault, *options)
     del spec["gates"]["not_applicable"]["agreement"]  # the gate these runs are about
-    spec["gates"]["agreement"].update(accuracy_items=2, accuracy_max_tokens=48)
+    spec["gates"]["agreement"].update(accuracy_items=2, accuracy_max_tokens=32,
+                                      near_bound_fill=0.3)  # fmt: skip
     return spec
 
 
-def _transcript(evidence: Path) -> list[dict[str, Any]]:
-    text = (evidence / "agreement_transcript.jsonl").read_text()
-    return [json.loads(line) for line in text.splitlines()]
+def _summary(evidence: Path) -> dict[str, Any]:
+    lines = (evidence / "agreement_transcript.jsonl").read_text().splitlines()
+    return json.loads(lines[-1])
 
 
-def test_a_drift_mid_answer_fails_agreement_alone(tmp_path: Path) -> None:
+def test_faults_past_the_first_token_fail_agreement_alone(tmp_path: Path) -> None:
     folder = tmp_path / "candidates"
     write_candidate(folder, _spec(REF, "none"))
-    drifting = _spec(DRIFT, "logprob_drift")
-    drifting["reference"] = {"candidate": REF}
-    write_candidate(folder, drifting)
-    inner = run_inner(tmp_path, [REF, DRIFT])
+    for fault, (options, _) in FAULTS.items():
+        spec = _spec(f"agree-{fault.replace('_', '-')}", fault, *options)
+        spec["reference"] = {"candidate": REF}
+        write_candidate(folder, spec)
+    names = [REF, *(f"agree-{f.replace('_', '-')}" for f in FAULTS)]
+    inner = run_inner(tmp_path, names)
 
     ref = inner.finding(REF)
     assert ref["verdict"] == "PASS", inner.output()
-    assert ref["gates"]["agreement"]["outcome"] == "not_applicable", ref["gates"]["agreement"]
-    assert "no reference named" in ref["gates"]["agreement"]["reason"]
+    gate = ref["gates"]["agreement"]
+    assert gate["outcome"] == "passed" and "no reference named" in str(gate["skipped"]), gate
+    honest = _summary(inner.evidence(REF))
+    assert honest["self_judgement"] == "agrees" and honest["greedy_not_argmax"] == 0
+    assert honest["near_bound_judgement"] == "agrees", honest
 
-    finding = assert_failed_and_blocked(inner, DRIFT, "agreement")
-    assert "|Δ logprob| 1.000" in finding["gates"]["agreement"]["reason"], finding
-    lines = _transcript(inner.evidence(DRIFT))
-    summary = lines[-1]
-    assert (summary["reference_candidate"], summary["reference_source"]) == (REF, "this run")
-    assert summary["agrees_with_reference"] is False and summary["exact_share"] == 1.0
-    own = {r["id"]: r["tokens"] for r in lines if r["kind"] == "transcript"}
-    theirs = {r["id"]: r["tokens"] for r in lines if r["kind"] == "reference"}
-    for prompt, tokens in own.items():  # before the drift: the very same numbers
-        assert tokens[:DRIFT_FROM] == theirs[prompt][:DRIFT_FROM], prompt
-    assert summary["accuracy_items"] == 2 and summary["accuracy_p_drop"] == 1.0
-    for name in (REF, DRIFT):
+    for fault, (_, words) in FAULTS.items():
+        name = f"agree-{fault.replace('_', '-')}"
+        finding = assert_failed_and_blocked(inner, name, "agreement")
+        assert words in finding["gates"]["agreement"]["reason"], (fault, finding["gates"])
+        summary = _summary(inner.evidence(name))
+        assert (summary["reference_candidate"], summary["reference_source"]) == (REF, "this run")
+    drift = _summary(inner.evidence("agree-long-context-drift"))
+    assert drift["self_judgement"] == "agrees"  # the short prompts never see it
+    for name in names:
         assert_nothing_left(inner, name)
