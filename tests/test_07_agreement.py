@@ -89,6 +89,7 @@ def test_agrees_with_reference(
     settings = candidate.gate("agreement")
     shift = engine_for(candidate.engine).reread_shift
     digest, prompts = _load(PROMPT_SET, "prompts")
+    prompts = prompts[: settings["prompts"] or None]
     stamp = {"run": record.run_id, "prompt_set_sha256": digest, "candidate": candidate.name}
     for prompt in prompts:
         own = _decode(api, candidate, prompt["id"], prompt["text"], prompt["max_tokens"], settings)

@@ -176,8 +176,11 @@ def gate_of_nodeid(nodeid: str) -> str:
     return found.group(1)
 
 
-def run_inner(tmp_path: Path, names: list[str], *extra: str) -> Inner:
-    """``pytest -k <names>`` on the suite itself, the candidates in ``tmp_path/candidates``."""
+def run_inner(
+    tmp_path: Path, names: list[str], *extra: str, timeout_s: float = INNER_TIMEOUT_S
+) -> Inner:
+    """``pytest -k <names>`` on the suite itself, the candidates in ``tmp_path/candidates``
+    (``timeout_s``: a generous bound on the whole inner run, never a measurement)."""
     (tmp_path / "inner_events.py").write_text(EVENTS_PLUGIN)
     events, xml, results = tmp_path / "events.jsonl", tmp_path / "junit.xml", tmp_path / "results"
     env = {
@@ -193,7 +196,7 @@ def run_inner(tmp_path: Path, names: list[str], *extra: str) -> Inner:
         f"--junitxml={xml}", *extra,
     ]  # fmt: skip
     proc = subprocess.run(
-        command, cwd=MAIN, env=env, capture_output=True, text=True, timeout=INNER_TIMEOUT_S
+        command, cwd=MAIN, env=env, capture_output=True, text=True, timeout=timeout_s
     )
     lines = events.read_text().splitlines() if events.exists() else []
     junit = ET.parse(xml).getroot() if xml.exists() else ET.Element("none")

@@ -64,6 +64,7 @@ GATE_DEFAULTS: dict[str, dict[str, Any]] = {
     # accuracy_alpha, and only where that test can see a drop of accuracy_max_drop.
     "agreement": {
         "top_n": 5,
+        "prompts": 0,
         "max_abs_delta_logprob": 0.5,
         "max_divergence_gap": 1.0,
         "min_exact_share": 0.0,

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from tp2qual.agreement_plan import agreement_lines
 from tp2qual.budget import DEFAULT_FLOOR_TOK_S
 from tp2qual.candidate import Candidate
 from tp2qual.candidate_file import ADMISSION_FLAG, admission_flags, fill
@@ -77,6 +78,7 @@ def plan_sections(
         Section("one request at a time", tuple(one_request_lines(candidate))),
         Section("floors (gate 08)", tuple(floor_lines(candidate))),
         Section("agreement reference (gate 07)", tuple(reference_lines(candidate, others))),
+        Section("what gate 07 judges", tuple(agreement_lines(candidate))),
         Section("time at the dated rates", tuple(estimate_for(candidate, others).lines())),
         Section("preflight checks (gate 00)", tuple(preflight_lines(candidate))),
         Section("settings said out loud", tuple(settings_lines(candidate, peers))),

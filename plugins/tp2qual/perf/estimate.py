@@ -17,7 +17,10 @@ from typing import Any
 
 from tp2qual.candidate import Candidate
 
-LEFT_OUT = "the capacity needle's prefill, preflight's hashing and the NCCL probe (no dated rate)"
+LEFT_OUT = (
+    "the capacity needle's and gate 07's near-bound prefills, preflight's hashing and the NCCL "
+    "probe (no dated rate)"
+)
 
 
 @dataclass(frozen=True)
@@ -92,10 +95,15 @@ def _capacity(s: Mapping[str, Any], _: Sequence[int]) -> GateLoad:
 
 
 def _agreement(s: Mapping[str, Any], prompt_tokens: Sequence[int]) -> GateLoad:
-    """The prompt set's continuations, then ``accuracy_items`` arithmetic items."""
+    """Each shipped prompt decoded twice (cold, then its prefix cached) and reread twice (its
+    own answer, the reference's: one token each); the near-bound prompt sized, decoded and
+    reread; then at most ``accuracy_items`` arithmetic items (asking may stop earlier)."""
+    prompt_tokens = prompt_tokens[: int(s.get("prompts") or 0) or None]
     items = int(s.get("accuracy_items") or 0)
-    tokens = sum(prompt_tokens) + items * int(s.get("accuracy_max_tokens") or 0)
-    return GateLoad(len(prompt_tokens) + items, tokens)
+    near = int(s.get("near_bound_max_tokens") or 0)
+    tokens = 2 * sum(prompt_tokens) + 2 * len(prompt_tokens) + near + 2
+    tokens += items * int(s.get("accuracy_max_tokens") or 0)
+    return GateLoad(4 * len(prompt_tokens) + 3 + items, tokens)
 
 
 def _throughput(s: Mapping[str, Any], _: Sequence[int]) -> GateLoad:
