@@ -57,10 +57,25 @@ def test_the_real_run_verifies_with_every_functional_gate_rederived(run_dir: Pat
         "repetition",
         "tool_calls",
         "capacity",
+        "agreement",
         "throughput",
     }
+    # seven prompts decoded, reread and decoded warm; the near-bound prompt sized, decoded and
+    # reread; ten arithmetic items
+    assert result.rechecked["agreement"] == 34
     assert result.rechecked["deterministic"] == 15  # five prompts, three repeats each
     assert result.rechecked["model_list"] == 2  # the list, and the list asked for its context
+
+
+def test_a_decoded_logprob_moved_is_named_in_gate_07(run_dir: Path) -> None:
+    """The transcript line no longer matches its raw exchange: gate 07 wrote about itself."""
+
+    def moved(record: dict) -> None:
+        record["response"]["choices"][0]["logprobs"]["token_logprobs"][20] -= 1.0
+
+    tamper(run_dir, "agreement.jsonl", "decode:code", moved)
+    found = named(run_dir, "agreement.jsonl")
+    assert any("decode:code tokens" in line for line in found), found
 
 
 def test_paris_becomes_lyon(run_dir: Path) -> None:
