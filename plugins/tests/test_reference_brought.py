@@ -45,7 +45,8 @@ REF, CAND = "brought-ref", "brought-judged"
 def _spec(name: str) -> dict[str, Any]:
     spec = smollm2_spec(name)
     del spec["gates"]["not_applicable"]["agreement"]  # the gate this run is about
-    spec["gates"]["agreement"].update(accuracy_items=2, accuracy_max_tokens=48)
+    spec["gates"]["agreement"].update(prompts=3, accuracy_items=2, accuracy_max_tokens=48,
+                                      near_bound_fill=0.3)  # fmt: skip
     spec["gates"]["tool_calls"]["modes"] = ["named"]
     return spec
 

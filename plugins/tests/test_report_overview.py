@@ -258,7 +258,7 @@ def test_agreement_and_accuracy_are_a_few_named_figures_never_a_dump(pair: Path)
         "0.012 · p99 |Δ| 0.15 · top-1 agreement 98% · mean KL 0.0009 · p99 |Δ| 0.004"
     )
     assert row.accuracy == (
-        "accuracy 30% [17%, 48%] · items 30 · reference 33% · not judged: no power (n 30, "
+        "accuracy 30% [17%, 48%] · items scored 30 · reference 33% · not judged: no power (n 30, "
         "reference accuracy 0.33, D 0.25)"
     )
     assert tp2.rests_on == (

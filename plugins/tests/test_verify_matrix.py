@@ -17,7 +17,8 @@ Per row, from the inner run's folder:
 * a tamper of the raw record that failed it (making it read as a pass), on a copy of the run
   with the manifest re-written to match, is caught, naming the candidate.
 
-Gate 07's row is added with its rework (``ROWS["agreement"]``'s slot below).
+Gate 07's row: greedy taking its own second choice behind the proxy, which no reference is
+needed to see.
 """
 
 from __future__ import annotations
@@ -151,6 +152,21 @@ def _over_bound_rejected(folder: Path) -> None:
     _edit_records(folder / "capacity.jsonl", rejected)
 
 
+def _greedy_argmax(folder: Path) -> None:
+    """Each decode's chosen token made the top of its own row, as a greedy serve's would be."""
+
+    def argmax(record: dict[str, Any]) -> bool:
+        if not str(record.get("tag", "")).startswith(("decode:", "warm:")):
+            return False
+        logprobs = record["response"]["choices"][0]["logprobs"]
+        for i, token in enumerate(logprobs["tokens"]):
+            top = logprobs["top_logprobs"][i]
+            top[token] = logprobs["token_logprobs"][i] = max(top.values())
+        return True
+
+    _edit_records(folder / "agreement.jsonl", argmax)
+
+
 def _faster(folder: Path) -> None:
     def faster(record: dict[str, Any]) -> bool:
         for chunk in record.get("chunks") or []:
@@ -180,6 +196,13 @@ def _wrong_version(spec: dict[str, Any]) -> dict[str, Any]:
 
 def _unmeetable_floor(spec: dict[str, Any]) -> dict[str, Any]:
     spec["gates"]["throughput"]["floors"] = {"decode_tok_s_median": 1e6}
+    return _skip(spec, "deterministic", "repetition", "tool_calls", "capacity")
+
+
+def _second_choice(spec: dict[str, Any]) -> dict[str, Any]:
+    spec = with_fault(spec, "second_choice")
+    del spec["gates"]["not_applicable"]["agreement"]
+    spec["gates"]["agreement"].update(prompts=3, accuracy_items=0, near_bound_fill=0.3)
     return _skip(spec, "deterministic", "repetition", "tool_calls", "capacity")
 
 
@@ -251,8 +274,13 @@ ROWS: dict[str, Row] = {
         _over_bound_rejected,
         "accepted (HTTP 200)",
     ),
-    # "agreement": gate 07's row, added with gate 07's rework (a drop in accuracy, or answers
-    # that part from the reference's, on the real engine).
+    "agreement": Row(
+        "agreement",
+        "greedy takes its own second choice every 7th token from the 16th (fault proxy)",
+        _second_choice,
+        _greedy_argmax,
+        "greedy is not argmax",
+    ),
     "throughput": Row(
         "throughput",
         "a decode floor of 10^6 tok/s no serve meets",
@@ -283,7 +311,7 @@ def matrix(tmp_path_factory: pytest.TempPathFactory) -> Matrix:
     for key, row in ROWS.items():
         write_candidate(root / "candidates", row.spec(smollm2_spec(_name(key))))
     began = time.monotonic()
-    inner = run_inner(root, [_name(k) for k in ROWS])
+    inner = run_inner(root, [_name(k) for k in ROWS], timeout_s=1200)
     seconds = time.monotonic() - began
     verified = verify_run(inner.run_dir)
     print(f"\nmatrix: {len(ROWS)} rows in one inner run: {seconds:.1f} s; verify "

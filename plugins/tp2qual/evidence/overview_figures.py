@@ -42,11 +42,12 @@ AGREEMENT: tuple[Figure, ...] = (
     ("tf_mean_kl", "mean KL", _num),
     ("self_mean_abs_delta", "self-consistency mean |Δ|", _num),
     ("self_p99_abs_delta", "p99 |Δ|", _num),
-    ("agreement_not_judged", "not judged", _text),
+    ("agreement_not_judged", "", _text),  # each part with its own words: not judged, not applicable
 )
 ACCURACY: tuple[Figure, ...] = (
     ("accuracy", "accuracy", _share),
-    ("accuracy_items", "items", _text),
+    ("accuracy_items", "items scored", _text),
+    ("accuracy_cut", "cut by their budget", _text),
     ("reference_accuracy", "reference", _share),
     ("accuracy_judgement", "", _text),
     ("accuracy_detectable_drop", "smallest detectable drop", _share),
@@ -67,7 +68,7 @@ def agreement_words(figures: Mapping[str, Any]) -> str:
 
 
 def accuracy_words(figures: Mapping[str, Any]) -> str:
-    """``accuracy 30% [17%, 48%] · items 30 · reference 33% · no drop detected · …``."""
+    """``accuracy 30% [17%, 48%] · items scored 30 · reference 33% · no drop detected · …``."""
     words = _words(ACCURACY, figures)
     low, high = (figures.get(k) for k in INTERVAL)
     if words and _number(low) and _number(high):
