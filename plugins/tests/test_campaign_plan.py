@@ -96,7 +96,12 @@ def test_the_estimate_counts_each_gates_requests_at_the_dated_rate() -> None:
     )
     assert found.gate_seconds("deterministic") == runs * det["max_tokens"] / 64 + runs * 0.5
     agreement = qwen.gate("agreement")
-    assert found.gates["agreement"].tokens == 30 + agreement["accuracy_items"] * 96
+    # each prompt decoded cold and warm, two one-token rereads each; the near-bound prompt sized,
+    # decoded and reread; the items at their budget
+    near = agreement["near_bound_max_tokens"]
+    items = agreement["accuracy_items"] * agreement["accuracy_max_tokens"]
+    assert found.gates["agreement"].tokens == 2 * 30 + 2 * 2 + near + 2 + items
+    assert found.gates["agreement"].requests == 4 * 2 + 3 + agreement["accuracy_items"]
     assert found.seconds == 100 + sum(found.gate_seconds(g) for g in found.gates)
     lane = SHIPPED["smollm2-135m-vllm-tp2-no-prefix-cache"]  # four gates not applicable
     assert "throughput" not in estimate_for(lane, {}).gates

@@ -364,9 +364,12 @@ def test_a_pass_lists_what_it_rests_on_and_what_it_skipped(matrix: Matrix) -> No
         "test_model_pin_resolves": "passed",
         "test_image_pin_matches": "skipped",
         "test_engine_accepts_launch": "skipped",
+        "test_engine_serves_the_kv_cache_on_these_gpus": "skipped",
         "test_gpus_fit_and_are_free": "skipped",
     }
     assert gate["skipped"]["test_image_pin_matches"] == "not a container candidate"
+    kv = gate["skipped"]["test_engine_serves_the_kv_cache_on_these_gpus"]
+    assert "no compute capability" in kv
     assert "needs no GPU" in gate["skipped"]["test_gpus_fit_and_are_free"]
     report = (matrix.inner.run_dir / "report.html").read_text()
     assert "image pin matches: skipped — not a container candidate" in report

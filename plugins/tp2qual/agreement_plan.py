@@ -11,8 +11,8 @@ from tp2qual.engines import engine_for
 def agreement_lines(candidate: Candidate) -> list[str]:
     """Gate 07's parts for this serve, and the smallest accuracy drop its item count can see
     at three reference accuracies (80 % power, ``checks.accuracy.detectable_drop``)."""
-    if candidate.not_applicable("agreement"):
-        return []
+    if why := candidate.not_applicable("agreement"):
+        return [f"not applicable: {' '.join(why.split())}"]
     s = candidate.gate("agreement")
     engine = engine_for(candidate.engine)
     reread = (
