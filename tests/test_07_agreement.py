@@ -56,10 +56,12 @@ from tp2qual.checks.agreement import (
 )
 from tp2qual.checks.agreement.evaluate import evaluate
 from tp2qual.checks.agreement.rows import after, decode_rows, reread_rows
+from tp2qual.checks.agreement.scoring import misread, shift_fit
 from tp2qual.engines import engine_for
 from tp2qual.evidence.claims import read_records
 from tp2qual.evidence.finding import NOT_APPLICABLE, NOT_RUN
 from tp2qual.evidence.reference import TRANSCRIPT, Reference, find_reference, record_reference
+from tp2qual.exceptions import SuiteError
 from tp2qual.gates import (
     Api,
     Candidate,
@@ -160,10 +162,25 @@ def _reread(api: Api, candidate: Candidate, record: CandidateRecord, of: str,
     choice = _reply(api.complete(tag, body, timeout=timeout), tag)
     rows = reread_rows(choice.get("logprobs"), shift, settings["top_n"])
     assert rows is not None, f"{tag}: the reread carries no token logprobs (echo with logprobs)"
+    if of == "self":
+        _read_as_placed(candidate, tag, decoded, choice.get("logprobs"), shift, settings)
     answer = after(rows, len(decoded["prompt"]))
     _write(record, {"kind": REREAD, "of": of, "id": decoded["id"], "tag": tag, "shift": shift,
                     "prompt_chars": len(decoded["prompt"]), "tokens": answer or [],
                     "boundary": answer is not None})  # fmt: skip
+
+
+def _read_as_placed(candidate: Candidate, tag: str, decoded: dict[str, Any], logprobs: Any,
+                    shift: int, settings: dict[str, Any]) -> None:  # fmt: skip
+    """The suite reads the engine's echo rows where they are: its own answer, reread, fits far
+    better at another shift only when the suite misreads them (its error, not the serve's)."""
+    fits = shift_fit(decoded["tokens"], logprobs, len(decoded["prompt"]), settings["top_n"])
+    if (other := misread(fits, shift)) is not None:
+        raise SuiteError(
+            f"{tag}: {engine_for(candidate.engine).title} places its echo rows at shift {other} "
+            f"(mean |Δ| {fits[other]}), not {shift} as the suite reads them ({fits[shift]}): "
+            "Engine.reread_shift does not hold for this serve"
+        )
 
 
 def _near_bound(api: Api, candidate: Candidate, settings: dict[str, Any]) -> dict[str, Any]:

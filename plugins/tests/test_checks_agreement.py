@@ -16,7 +16,7 @@ from tp2qual.checks.agreement import OWN, REFERENCE, REREAD, WARM
 from tp2qual.checks.agreement.closeness import Closeness, Decode, compare, not_argmax
 from tp2qual.checks.agreement.evaluate import evaluate
 from tp2qual.checks.agreement.rows import after, aligned, decode_rows, reread_rows, text_of
-from tp2qual.checks.agreement.scoring import Bounds, figures, judge
+from tp2qual.checks.agreement.scoring import Bounds, figures, judge, misread, shift_fit
 
 DATA = Path(__file__).parent / "data" / "completions-echo"
 SETTINGS = GATE_DEFAULTS["agreement"]
@@ -65,6 +65,15 @@ def test_llama_cpp_echo_rows_are_one_row_late_and_read_back_exactly() -> None:
     wrong = figures(aligned(rows, _reread(0)), len(rows))
     assert wrong["mean_abs_delta"] > 1.0  # the engine's own token_logprobs column
     assert text_of(rows) == DECODE["response"]["choices"][0]["text"]
+
+
+def test_a_misread_shift_is_seen_from_the_serves_own_reread() -> None:
+    """Read at shift 0 (as a BOS-adding GGUF would need), llama.cpp's rows would misfit its own
+    decode by nat: the gate raises that as the suite's error instead of judging the serve."""
+    rows, _ = _decoded()
+    fits = shift_fit(rows, REREAD_RAW["response"]["choices"][0]["logprobs"], len(PROMPT), 5)
+    assert fits[1] == 0.0 and fits[0] is not None and fits[0] > 1.0
+    assert misread(fits, 1) is None and misread(fits, 0) == 1
 
 
 def test_a_reread_split_across_the_prompt_has_no_answer_rows() -> None:

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tp2qual.checks.agreement.rows import Row
+from tp2qual.checks.agreement.rows import Row, after, aligned, reread_rows
 from tp2qual.checks.verdict import Verdict
 
 
@@ -131,3 +131,33 @@ def judge(found: Mapping[str, Any], bounds: Bounds, what: str) -> Verdict:
         said += f"{worst.get('decode')} against {worst.get('reread')}"
         return Verdict.failed(said, judged=True, judgement="differs")
     return Verdict.passed(judged=True, judgement="agrees")
+
+
+KNOWN_SHIFTS = (0, 1)
+
+
+def shift_fit(
+    decoded: Sequence[Row], logprobs: Any, prompt_chars: int, top_n: int
+) -> dict[int, float | None]:
+    """A reread's mean |Δ| against its own decode, read at each known shift (None: nothing
+    paired). A serve's reread of its own answer agrees with it at the engine's true shift; the
+    gate checks that the one it reads at fits no worse than the other (a model whose prompt
+    gains a BOS moves llama-cpp-python's rows), so a misreading is the suite's error, never the
+    candidate's FAIL."""
+    fits: dict[int, float | None] = {}
+    for shift in KNOWN_SHIFTS:
+        rows = after(reread_rows(logprobs, shift, top_n) or [], prompt_chars) or []
+        fits[shift] = figures(aligned(decoded, rows), len(decoded))["mean_abs_delta"]
+    return fits
+
+
+def misread(fits: Mapping[int, float | None], shift: int) -> int | None:
+    """The other shift when it fits far better than ``shift`` (under a tenth of its mean |Δ| and
+    under 0.05 nat), else None."""
+    here = fits.get(shift)
+    if here is None:
+        return None
+    for other, fit in fits.items():
+        if other != shift and fit is not None and fit < 0.05 and fit < here / 10:
+            return other
+    return None
