@@ -51,7 +51,8 @@ def test_sigint_during_gates_leaves_no_container(client: Any, tmp_path: Path) ->
             "-m",
             "pytest",
             "-k",
-            "smollm2-135m-docker",
+            # gate 07 left out: it would bring its reference (smollm2-135m-local) in first
+            "smollm2-135m-docker and not test_agrees_with_reference",
             "-p",
             "no:cacheprovider",
             "--results",
