@@ -3,8 +3,9 @@ against a reference serve, and its accuracy is judged only where the test has po
 
 A functional gate: it runs after capacity and before throughput, and a FAIL blocks throughput.
 Every request is a plain text completion (``/v1/completions``, no chat template) of a fixed,
-shipped and hashed prompt set (``tp2qual/data/agreement_prompts.json``), greedy (temperature 0,
-the candidate's ``[gates.request]`` sampling), each token with its top-N logprobs. Pass means
+shipped and hashed prompt set (``tp2qual/data/agreement_prompts.json``), greedy with neutral
+sampling (``gates.completion_body``: no stated penalty), each token with its top-N logprobs; the
+arithmetic items are chat requests with the candidate's ``[gates.request]``. Pass means
 (``tp2qual.checks.agreement``, tolerances in ``[gates.agreement]``, docs/agreement.md):
 
 - **greedy is argmax**: every chosen token is the top of its own reported distribution;
@@ -77,7 +78,8 @@ pytestmark = pytest.mark.agreement
 
 DATA = Path(tp2qual.__file__).parent / "data"
 PROMPT_SET, ARITHMETIC = DATA / "agreement_prompts.json", DATA / "arithmetic_items.json"
-CHARS_PER_TOKEN = 3.0  # the near-bound text's first guess, corrected by the engine's own count
+SAMPLE_CHARS = 4000  # the near-bound text's sample the engine counts, to size the whole
+CHARS_PER_TOKEN = 3.0  # the guess when it gives no count
 
 
 def test_agrees_with_reference(
@@ -106,8 +108,8 @@ def test_agrees_with_reference(
     if isinstance(reference, Reference):
         record_reference(record, reference)
         _copy_reference(record, reference)
-        for line in _records(record, REFERENCE):
-            if line["id"] != NEAR_BOUND:  # forced on the shipped prompts
+        for line in reference.records:
+            if line["kind"] == OWN and line["id"] != NEAR_BOUND:  # forced on the shipped prompts
                 _reread(api, candidate, record, "forced", line, shift, settings)
     _ask_items(api, candidate, record, settings, reference)
     judged = _summarise(record, settings, claim)
@@ -190,10 +192,11 @@ def _near_bound(api: Api, candidate: Candidate, settings: dict[str, Any]) -> dic
     source = " ".join(item["question"] for item in items)
     target = int(candidate.max_model_len * settings["near_bound_fill"])
     budget = settings["near_bound_max_tokens"]
-    sized = api.complete("size:near-bound", completion_body(candidate, source[:4000], max_tokens=1))
+    sample = completion_body(candidate, source[:SAMPLE_CHARS], max_tokens=1)
+    sized = api.complete("size:near-bound", sample)
     _reply(sized, "size:near-bound")
     counted = int((sized.body.get("usage") or {}).get("prompt_tokens") or 0)
-    chars = int(target * (4000 / counted if counted else CHARS_PER_TOKEN))
+    chars = int(target * (SAMPLE_CHARS / counted if counted else CHARS_PER_TOKEN))
     text = (source * (chars // len(source) + 1))[:chars].rsplit(" ", 1)[0] + "\nSummary:"
     return _decode(api, candidate, NEAR_BOUND, text, budget, settings) | {"fill_target": target}
 
@@ -245,9 +248,8 @@ def _write(record: CandidateRecord, line: dict[str, Any]) -> None:
     record.evidence.append_jsonl(TRANSCRIPT, line)
 
 
-def _records(record: CandidateRecord, kind: str | None = None) -> list[dict[str, Any]]:
-    records = read_records(record.evidence.root / TRANSCRIPT)
-    return [r for r in records if kind is None or r.get("kind") == kind]
+def _records(record: CandidateRecord) -> list[dict[str, Any]]:
+    return read_records(record.evidence.root / TRANSCRIPT)
 
 
 def _summarise(record: CandidateRecord, settings: dict[str, Any], claim: Claimer) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tp2qual.checks.agreement import NEAR_BOUND, OWN, REREAD, SUMMARY, WARM
+from tp2qual.checks.agreement import OWN, REREAD, SUMMARY, WARM
 from tp2qual.checks.agreement.evaluate import evaluate
 from tp2qual.checks.agreement.rows import after, decode_rows, reread_rows
 from tp2qual.checks.verdict import Verdict
@@ -56,6 +56,6 @@ def _reparse(line: Mapping[str, Any], exchange: Mapping[str, Any] | None, out: R
     text = choice.get("text") if isinstance(choice, Mapping) else None
     fields = {"tokens": decode_rows(logprobs), "text": text or ""}
     fields["finish_reason"] = choice.get("finish_reason") if isinstance(choice, Mapping) else None
-    if line.get("id") == NEAR_BOUND or line.get("kind") == OWN:
+    if line.get("kind") == OWN:  # the near-bound prompt's line too
         fields["prompt"] = ((exchange or {}).get("request") or {}).get("body", {}).get("prompt")
     out.compare(EXCHANGES, where, {k: line.get(k) for k in fields}, **fields)
