@@ -16,8 +16,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "plugins"))  # runs from a checkout without `pip install -e .` too
 
+from tp2qual.artifacts.layout import Evidence  # noqa: E402
 from tp2qual.candidate import Candidate, load_candidate  # noqa: E402
-from tp2qual.evidence.layout import Evidence  # noqa: E402
 from tp2qual.redact import Redactor  # noqa: E402
 from tp2qual.serving.launchers.process import ProcessLauncher  # noqa: E402
 from tp2qual.serving.managed import ManagedServer  # noqa: E402

@@ -31,8 +31,8 @@ from typing import Any
 
 from _bench import ROOT, load_text, median, results_dir
 
+from tp2qual.artifacts.layout import Evidence
 from tp2qual.candidate import load_candidate
-from tp2qual.evidence.layout import Evidence
 from tp2qual.exceptions import ServerDied, StartupExited
 from tp2qual.perf.throughput import request_body
 from tp2qual.redact import Redactor

@@ -30,9 +30,9 @@ from typing import Any
 
 from _bench import LOCAL_CANDIDATE, load_text, local_server, pin_process, results_dir, split_cpus
 
+from tp2qual.artifacts.layout import Evidence
 from tp2qual.candidate import load_candidate
 from tp2qual.checks.stats import percentile
-from tp2qual.evidence.layout import Evidence
 from tp2qual.perf.throughput import request_body
 from tp2qual.redact import Redactor
 from tp2qual.serving.logsink import LogSink

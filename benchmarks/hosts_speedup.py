@@ -21,8 +21,8 @@ from pathlib import Path
 from _bench import ROOT, results_dir
 from wall_time import timed
 
+from tp2qual.artifacts.finding import Finding
 from tp2qual.candidate import load_candidates
-from tp2qual.evidence.finding import Finding
 from tp2qual.hosts import load_hosts
 from tp2qual.perf.schedule import Job, simulate
 from tp2qual.placement import Fleet, placement_for

@@ -32,6 +32,7 @@ from tp2qual.checks import preflight
 from tp2qual.checks.verdict import NotJudged
 from tp2qual.exceptions import PinMismatch
 from tp2qual.gates import Candidate, CandidateRecord, Claimer
+from tp2qual.launch import ResolvedLaunch
 
 pytestmark = pytest.mark.preflight
 
@@ -76,20 +77,22 @@ def test_image_pin_matches(candidate: Candidate, record: CandidateRecord, claim:
 
 
 def test_engine_accepts_launch(
-    candidate: Candidate, record: CandidateRecord, claim: Claimer
+    candidate: Candidate, record: CandidateRecord, launch: ResolvedLaunch, claim: Claimer
 ) -> None:
+    """The engine's own parser and variable registry, asked about the resolved launch the
+    server will start (the same value: tp2qual.launch), in its venv or its pinned image."""
     from tp2qual.checks.engine_answer import judge
     from tp2qual.serving import engine_check
 
-    asked = engine_check.question(candidate)
+    asked = engine_check.question(candidate, launch)
     if asked is None:
-        pytest.skip(engine_check.not_asked(candidate))
+        pytest.skip(engine_check.not_asked(launch))
     image = None
     if candidate.launcher_kind == "docker":  # run in exactly the image the pin check proved
         image = (record.identity.get("image") or {}).get("image_id")
         if not image:
             pytest.skip("the image pin is not verified: no image to ask the engine in")
-    run = engine_check.ask_engine(candidate, asked, image=image, run_id=record.run_id)
+    run = engine_check.ask_engine(launch, asked, image=image)
     record.evidence.write_text("engine_check.log", run.output)
     if run.answer is None:  # the check itself broke: the suite's fault, not the candidate's
         raise RuntimeError(
@@ -101,8 +104,9 @@ def test_engine_accepts_launch(
     verdict = judge(answer, platform=platform)
     record.evidence.write_json(
         engine_check.ARTIFACT,
-        {"argv": engine_check.check_argv(candidate, asked.redacted(record.evidence.redactor),
-                                         image=image, run_id=record.run_id),
+        {"argv": engine_check.check_argv(launch, asked.redacted(record.evidence.redactor),
+                                         image=image),
+         "launch_argv": record.evidence.redactor.argv(list(launch.argv)),
          "seconds": run.seconds,
          "platform": platform, "answer": answer, "accepted": verdict.ok, **verdict.measures},
     )  # fmt: skip
@@ -112,7 +116,11 @@ def test_engine_accepts_launch(
 
 
 def test_engine_serves_the_kv_cache_on_these_gpus(
-    candidate: Candidate, record: CandidateRecord, gpu_snapshot: dict[str, Any], claim: Claimer
+    candidate: Candidate,
+    record: CandidateRecord,
+    gpu_snapshot: dict[str, Any],
+    launch: ResolvedLaunch,
+    claim: Claimer,
 ) -> None:
     """The attention backend and KV-cache dtype asked for, against the engine module's table
     (each row its pinned source's file:line) at every compute capability NVML shows: a
@@ -123,8 +131,8 @@ def test_engine_serves_the_kv_cache_on_these_gpus(
         pytest.skip("the candidate needs no GPU: no compute capability to judge against")
     seen = sorted({tuple(g["compute_capability"]) for g in gpu_snapshot.get("gpus", [])
                    if g.get("compute_capability")})  # fmt: skip
-    verdicts = [kv_verdict(candidate, (c[0], c[1]), "NVML") for c in seen] or [
-        kv_verdict(candidate, None, "NVML read no compute capability")
+    verdicts = [kv_verdict(candidate, launch, (c[0], c[1]), "NVML") for c in seen] or [
+        kv_verdict(candidate, launch, None, "NVML read no compute capability")
     ]
     record.evidence.write_json("kv_support.json", {
         "ok": all(v.ok for v in verdicts),

@@ -43,6 +43,8 @@ from typing import Any
 import pytest
 
 import tp2qual
+from tp2qual.artifacts.claims import read_records
+from tp2qual.artifacts.finding import NOT_APPLICABLE, NOT_RUN
 from tp2qual.checks.accuracy import score, settled
 from tp2qual.checks.agreement import (
     ACCURACY,
@@ -59,8 +61,6 @@ from tp2qual.checks.agreement.evaluate import evaluate
 from tp2qual.checks.agreement.rows import after, decode_rows, reread_rows
 from tp2qual.checks.agreement.scoring import misread, shift_fit
 from tp2qual.engines import engine_for
-from tp2qual.evidence.claims import read_records
-from tp2qual.evidence.finding import NOT_APPLICABLE, NOT_RUN
 from tp2qual.evidence.reference import TRANSCRIPT, Reference, find_reference, record_reference
 from tp2qual.exceptions import SuiteError
 from tp2qual.gates import (

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import pytest
 
-from tp2qual.evidence.claims import read_records
+from tp2qual.artifacts.claims import read_records
 from tp2qual.evidence.run_floors import RunBases, run_bases
 from tp2qual.evidence.throughput_reference import THROUGHPUT_REFERENCE, as_record
 from tp2qual.exceptions import SuiteError

@@ -18,8 +18,8 @@ from test_candidate_bad_inputs import BASE, changed
 from test_faults import dump_toml
 from test_verify import NAME, fake_candidate, write_run
 
+from tp2qual.artifacts.finding import ERROR, FAILED, NOT_APPLICABLE, PASSED
 from tp2qual.candidate import Candidate, load_candidates
-from tp2qual.evidence.finding import ERROR, FAILED, NOT_APPLICABLE, PASSED
 from tp2qual.evidence.reference import (
     REFERENCE_IDENTITY,
     TRANSCRIPT,

@@ -24,6 +24,7 @@ from tp2qual.exceptions import (
     SuiteError,
 )
 from tp2qual.hooks.gating import blames_candidate
+from tp2qual.launch import resolve_launch
 from tp2qual.redact import Redactor
 from tp2qual.serving.identity import LLAMA_CPP_PACKAGE, engine_identity
 from tp2qual.serving.launchers.base import LauncherBase
@@ -98,7 +99,8 @@ def test_a_busy_port_is_refused_as_the_hosts_state(tmp_path: Path) -> None:
         holder.bind(("127.0.0.1", 0))
         holder.listen()
         port = holder.getsockname()[1]
-        launcher = LauncherBase(candidate, tmp_path / "server.log", Redactor({}), port=port)
+        launch = resolve_launch(candidate, port=port)
+        launcher = LauncherBase(candidate, launch, tmp_path / "server.log", Redactor({}))
         with pytest.raises(PortInUse) as refused:
             launcher.refuse_busy_port()
     assert not isinstance(refused.value, QualError)

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tp2qual.candidate import ADMISSION_FLAG, Candidate, load_candidates
+from tp2qual.launch import resolve_launch
 from tp2qual.perf.floors import NO_FLOOR
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,7 +35,7 @@ def _flag(argv: list[str], name: str) -> str | None:
 @pytest.mark.parametrize("cand", CAMPAIGN, ids=IDS)
 def test_sglang_mxfp8_cache_runs_on_fa4(cand: Candidate) -> None:
     """SGLang 0.5.23: an mxfp8 cache makes Inkling pass q/k/v_descale, which only FA4 takes."""
-    argv = cand.argv(port=1)
+    argv = list(resolve_launch(cand, port=1).argv)
     if cand.engine == "sglang" and _flag(argv, "--kv-cache-dtype") == "mxfp8":
         assert _flag(argv, "--attention-backend") == "fa4"
 
@@ -43,7 +44,7 @@ def test_sglang_mxfp8_cache_runs_on_fa4(cand: Candidate) -> None:
 def test_vllm_draft_methods_name_their_draft_and_length(cand: Candidate) -> None:
     """vLLM 0.25.1 config/speculative.py: dflash/eagle/eagle3 build the draft from "model" and
     refuse a config without num_speculative_tokens."""
-    spec = _flag(cand.argv(port=1), "--speculative-config")
+    spec = _flag(list(resolve_launch(cand, port=1).argv), "--speculative-config")
     if cand.engine != "vllm" or spec is None:
         return
     config = json.loads(spec)
@@ -59,10 +60,14 @@ def test_nccl_protocol_is_left_to_nccl(cand: Candidate) -> None:
 
 def test_the_lanes_changed_what_they_must() -> None:
     by_name = {c.name: c for c in CAMPAIGN}
-    lane = by_name["inkling-small-nvfp4-mxfp8kv"].argv(port=1)
+    lane = list(resolve_launch(by_name["inkling-small-nvfp4-mxfp8kv"], port=1).argv)
     assert _flag(lane, "--attention-backend") == "fa4"
     dflash = json.loads(
-        _flag(by_name["laguna-s-2.1-nvfp4-dflash"].argv(port=1), "--speculative-config") or "{}"
+        _flag(
+            list(resolve_launch(by_name["laguna-s-2.1-nvfp4-dflash"], port=1).argv),
+            "--speculative-config",
+        )
+        or "{}"
     )
     draft = by_name["laguna-s-2.1-nvfp4-dflash"].model["draft"]
     assert dflash["model"] == draft["repo"] == "poolside/Laguna-S-2.1-DFlash-NVFP4"

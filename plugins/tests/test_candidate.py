@@ -9,6 +9,7 @@ import pytest
 
 from tp2qual.candidate import TP2_ENV_DEFAULTS, load_candidate, load_candidates
 from tp2qual.exceptions import CandidateError
+from tp2qual.launch import resolve_launch
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -44,7 +45,13 @@ def test_shipped_candidates_are_valid():
 def test_minimal_candidate_loads(tmp_path):
     candidate = load_candidate(write(tmp_path))
     assert (candidate.name, candidate.tp, candidate.max_model_len) == ("cand", 1, 4096)
-    assert candidate.argv(port=8123) == ["serve", "--port", "8123", "--max-num-seqs", "1"]
+    assert list(resolve_launch(candidate, port=8123).argv) == [
+        "serve",
+        "--port",
+        "8123",
+        "--max-num-seqs",
+        "1",
+    ]
 
 
 @pytest.mark.parametrize(

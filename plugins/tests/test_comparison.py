@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tp2qual.evidence.finding import Finding, read_finding
+from tp2qual.artifacts.finding import Finding, read_finding
 from tp2qual.perf.comparison import compare_baseline, roofline_for
 
 DATA = Path(__file__).parent / "data"

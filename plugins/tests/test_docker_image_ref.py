@@ -24,8 +24,9 @@ from docker.errors import ImageNotFound
 
 from tp2qual.candidate import load_candidate
 from tp2qual.exceptions import PinMismatch
+from tp2qual.image_ref import image_reference, split_image
+from tp2qual.launch import resolve_launch
 from tp2qual.redact import Redactor
-from tp2qual.serving.launchers.docker.image_ref import image_reference, split_image
 from tp2qual.serving.launchers.docker.launcher import DockerLauncher
 from tp2qual.serving.launchers.docker.run_args import run_kwargs
 
@@ -63,7 +64,7 @@ def test_split_keeps_registry_port_apart_from_tag() -> None:
 )
 def test_campaign_digest_pins_render_by_digest(name: str) -> None:
     cand = load_candidate(CANDIDATES / f"{name}.toml")
-    kwargs = run_kwargs(cand, port=1, run_id="r", session="s", wsl2=False)
+    kwargs = run_kwargs(resolve_launch(cand, port=1, run_id="r", session="s", wsl2=False))
     pin = cand.launch["docker"]["pin"]
     assert kwargs["image"] == f"{cand.launch['docker']['image']}@{pin}"
 

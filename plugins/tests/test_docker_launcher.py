@@ -21,12 +21,11 @@ import pytest
 
 from tp2qual.candidate import Candidate, load_candidate
 from tp2qual.exceptions import CandidateError, PinMismatch, StartupExited
+from tp2qual.launch import RUN_LABEL, SESSION_LABEL, resolve_launch
 from tp2qual.redact import MASK, Redactor
 from tp2qual.serving.launchers.docker.launcher import DockerLauncher
 from tp2qual.serving.launchers.docker.pins import image_matches, pin_unresolved, resolve_pin
 from tp2qual.serving.launchers.docker.run_args import (
-    RUN_LABEL,
-    SESSION_LABEL,
     gpu_request,
     render_docker_run,
     run_kwargs,
@@ -101,7 +100,7 @@ def test_kwargs_and_plan_render_the_same_settings(tmp_path: Path) -> None:
         docker=f"ipc_host = true\nulimits = {{ memlock = -1, stack = 67108864 }}\n"
         f'mounts = ["{cache}:/cache:ro", "rel:/rel"]\nentrypoint = ["tini", "--"]',
     )
-    kwargs = run_kwargs(cand, port=8123, run_id="R", session="S", wsl2=False)
+    kwargs = run_kwargs(resolve_launch(cand, port=8123, run_id="R", session="S", wsl2=False))
     assert kwargs["command"] == ["python3", "-m", "srv", "--port", "8123"]
     assert kwargs["environment"]["HF_HUB_OFFLINE"] == "1"
     assert kwargs["network_mode"] == "host" and kwargs["ipc_mode"] == "host"
@@ -154,7 +153,9 @@ def test_gpu_requests(
     cand = make_candidate(tmp_path, "gpu", command=["x"], pin=ZERO_PIN, gpus=2)
     plan = shlex.split(
         render_docker_run(
-            run_kwargs(cand, port=1, run_id="R", session="S", wsl2=wsl2, device_ids=ids)
+            run_kwargs(
+                resolve_launch(cand, port=1, run_id="R", session="S", wsl2=wsl2, device_ids=ids)
+            )
         )
     )
     assert plan[plan.index("--gpus") + 1] == flag
@@ -166,7 +167,7 @@ def test_read_write_mount_is_refused(tmp_path: Path) -> None:
         tmp_path, "rw", command=["x"], pin=ZERO_PIN, docker='mounts = ["/data:/data:rw"]'
     )
     with pytest.raises(CandidateError, match="read-only"):
-        run_kwargs(cand, port=1, run_id="R", session="S", wsl2=False)
+        run_kwargs(resolve_launch(cand, port=1, run_id="R", session="S", wsl2=False))
 
 
 def test_pin_placeholder_resolution(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

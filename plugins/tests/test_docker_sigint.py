@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from tp2qual.candidate import load_candidate
+from tp2qual.launch import RUN_LABEL, SESSION_LABEL
 from tp2qual.serving.launchers.docker.pins import pin_unresolved
-from tp2qual.serving.launchers.docker.run_args import RUN_LABEL, SESSION_LABEL
 
 ROOT = Path(__file__).resolve().parents[2]
 CANDIDATE = ROOT / "candidates" / "smollm2-135m-docker.toml"

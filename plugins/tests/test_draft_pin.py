@@ -14,6 +14,7 @@ from test_verify_pins import hub_snapshot
 
 from tp2qual.candidate import Candidate, load_candidate, load_candidates
 from tp2qual.exceptions import CandidateError, PinMismatch
+from tp2qual.launch import resolve_launch
 from tp2qual.serving.hub_snapshot import DigestCache
 from tp2qual.serving.identity import draft_identity, model_identity
 
@@ -64,7 +65,7 @@ def write(folder: Path, cache: Path, draft_rev: str = "{unit_draft_revision}") -
 
 
 def _spec_config(candidate: Candidate) -> dict:
-    argv = candidate.argv(port=1)
+    argv = list(resolve_launch(candidate, port=1).argv)
     return json.loads(argv[argv.index("--speculative-config") + 1])
 
 

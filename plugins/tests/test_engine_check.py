@@ -17,6 +17,7 @@ from tp2qual.candidate import Candidate, cache_dir, load_candidate
 from tp2qual.checks.engine_answer import engine_args, judge, parser_error
 from tp2qual.evidence.rederive import GateRun, preflight
 from tp2qual.hooks.candidates import why_not_runnable
+from tp2qual.launch import resolve_launch
 from tp2qual.serving import engine_check
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,9 +45,10 @@ def runnable(candidate: Candidate) -> Candidate:
 
 
 def asked(candidate: Candidate, image: str | None = None) -> tuple[engine_check.EngineRun, dict]:
-    question = engine_check.question(candidate)
+    launch = resolve_launch(candidate, run_id="check")
+    question = engine_check.question(candidate, launch)
     assert question is not None
-    run = engine_check.ask_engine(candidate, question, image=image)
+    run = engine_check.ask_engine(launch, question, image=image)
     assert run.answer is not None, run.output[-2000:]
     return run, engine_check.with_fallback(candidate, run.answer)
 
@@ -73,7 +75,7 @@ def test_parser_error_keeps_the_engines_message_without_its_usage() -> None:
 def test_every_shipped_engine_candidate_is_shown_in_the_plan() -> None:
     for path in sorted(CANDIDATES.glob("[!_]*.toml")):
         cand = load_candidate(path)
-        lines = engine_check.plan_lines(cand)
+        lines = engine_check.plan_lines(cand, resolve_launch(cand))
         if cand.engine == "llama.cpp":
             assert "not run" in lines[0]
         else:  # the campaign files and the vLLM candidates: the engine is asked

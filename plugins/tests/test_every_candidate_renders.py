@@ -18,6 +18,7 @@ from tp2qual.candidate import Candidate, load_candidates
 from tp2qual.draft import draft_pin
 from tp2qual.dry_run import floor_lines, plan_sections
 from tp2qual.hooks.server import plan_for
+from tp2qual.launch import resolve_launch
 from tp2qual.perf.floors import NO_FLOOR
 from tp2qual.serving.launchers.docker.run_args import run_kwargs
 from tp2qual.serving.probe import probe_argv
@@ -41,7 +42,7 @@ def _ids(candidates: list[Candidate]) -> list[str]:
     return [c.name for c in candidates]
 
 
-SECTIONS = [s.title for s in plan_sections(SHIPPED[0], "launch")]
+SECTIONS = [s.title for s in plan_sections(SHIPPED[0], resolve_launch(SHIPPED[0]), "launch")]
 
 
 @pytest.mark.parametrize("shipped", SHIPPED, ids=_ids(SHIPPED))
@@ -60,7 +61,7 @@ def test_plan_renders_with_every_placeholder_filled(shipped: Candidate) -> None:
     ids=_ids([c for c in SHIPPED if c.launcher_kind == "docker"]),
 )
 def test_container_arguments_and_probe_keep_json_whole(shipped: Candidate) -> None:
-    kwargs = run_kwargs(shipped, port=39000, run_id="r", session="s", wsl2=False)
+    kwargs = run_kwargs(resolve_launch(shipped, port=39000, run_id="r", session="s", wsl2=False))
     command = kwargs["command"]
     assert not [a for a in command if _unfilled(a, shipped)], command
     # a JSON argument arrives as JSON, braces and all (a Jinja chat template is not one)

@@ -135,7 +135,7 @@ import json, os
 import pytest
 from tp2qual.checks.repetition import check
 from tp2qual.checks.stats import summarize
-from tp2qual.evidence.claims import read_records
+from tp2qual.artifacts.claims import read_records
 from tp2qual.perf.throughput import measure
 
 SAMPLES = "throughput_samples.jsonl"

@@ -24,9 +24,9 @@ from test_faults import MAIN, Inner, run_inner, write_candidate
 from tp2qual.candidate import load_candidate
 from tp2qual.evidence.verify import verify_run
 from tp2qual.hosts import Host, bound
+from tp2qual.launch import RUN_LABEL
 from tp2qual.serving.launchers.docker.engine import docker_client, engine_url, unavailable
 from tp2qual.serving.launchers.docker.pins import resolve_pin
-from tp2qual.serving.launchers.docker.run_args import RUN_LABEL
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

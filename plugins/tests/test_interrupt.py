@@ -32,8 +32,8 @@ from pathlib import Path
 import pytest
 from test_process_launcher import alive, launcher_for, wait_for
 
+from tp2qual.artifacts.layout import Evidence
 from tp2qual.candidate import load_candidate
-from tp2qual.evidence.layout import Evidence
 from tp2qual.hooks.candidates import why_not_runnable
 from tp2qual.redact import Redactor
 from tp2qual.serving.interrupts import interrupts_deferred

@@ -82,9 +82,9 @@ def test_lane_runs_after_a_recorded_pass(pytester, setup, tmp_path):
 def test_a_baseline_that_passed_earlier_in_this_run_opens_its_lane(tmp_path: Path) -> None:
     """Mid-session a finished candidate's finding still says INCOMPLETE (the session goes on);
     its lane must see the PASS it will have, not wait for a recorded one that does not exist."""
+    from tp2qual.artifacts.claims import Claim
+    from tp2qual.artifacts.finding import NOT_APPLICABLE, PASSED
     from tp2qual.candidate import GATES, Candidate
-    from tp2qual.evidence.claims import Claim
-    from tp2qual.evidence.finding import NOT_APPLICABLE, PASSED
     from tp2qual.evidence.run import RunState
     from tp2qual.hooks.gating import baseline_passed
 

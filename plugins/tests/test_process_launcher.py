@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tp2qual.artifacts.layout import Evidence
 from tp2qual.candidate import Candidate
-from tp2qual.evidence.layout import Evidence
 from tp2qual.exceptions import ServerDied, StartupExited
 from tp2qual.redact import Redactor
 from tp2qual.serving.launchers.base import port_is_free

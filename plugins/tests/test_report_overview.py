@@ -18,8 +18,8 @@ from test_report import CHROMIUM, _chromium, _page_errors
 from test_verify import write_run
 
 from tp2qual.__main__ import main
+from tp2qual.artifacts.layout import write_manifest
 from tp2qual.evidence.charts import Interval, interval_chart, nice_ticks, sample_chart
-from tp2qual.evidence.layout import write_manifest
 from tp2qual.evidence.overview import history, summarize_run
 from tp2qual.evidence.report import build_run, render
 from tp2qual.evidence.topology_view import topology_view

@@ -11,6 +11,7 @@ from tp2qual.candidate import load_candidates
 from tp2qual.checks.settings import Launch, control_state, differing_controls, memory_headroom
 from tp2qual.checks.variables import readers
 from tp2qual.engines import engine_for
+from tp2qual.launch import resolve_launch
 from tp2qual.settings_plan import settings_lines
 
 VLLM, SGLANG = engine_for("vllm"), engine_for("sglang")
@@ -64,7 +65,7 @@ def test_each_variable_is_said_with_who_reads_it() -> None:
 
 
 def plan_settings(name: str) -> list[str]:
-    return settings_lines(SHIPPED[name], list(SHIPPED.values()))
+    return settings_lines(SHIPPED[name], resolve_launch(SHIPPED[name]), list(SHIPPED.values()))
 
 
 def test_qwens_prefix_caching_on_a_hybrid_model_is_flagged_against_nemotron() -> None:
@@ -83,11 +84,10 @@ def test_inklings_memory_share_and_the_131k_lane_keeping_it_are_flagged() -> Non
 
 
 def test_every_variable_the_plan_sets_is_said() -> None:
-    from tp2qual.serving.engine_check import launch_env
 
     for name in ("inkling-small-nvfp4", "laguna-s-2.1-nvfp4"):
         said = [x for x in plan_settings(name) if x.startswith("variable: ")]
-        assert len(said) == len(launch_env(SHIPPED[name])), said
+        assert len(said) == len(resolve_launch(SHIPPED[name]).env), said
     laguna = "\n".join(plan_settings("laguna-s-2.1-nvfp4"))
     assert "NCCL_CUMEM_ENABLE=0: NCCL" in laguna and "vllm 0.25.1 never names it" in laguna
     inkling = "\n".join(plan_settings("inkling-small-nvfp4"))

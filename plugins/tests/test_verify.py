@@ -16,13 +16,13 @@ import pytest
 from test_verify_pins import hub_snapshot
 
 from tp2qual.__main__ import main
+from tp2qual.artifacts.claims import make_claim
+from tp2qual.artifacts.finding import FAILED, NOT_APPLICABLE, PASSED, CandidateRecord
+from tp2qual.artifacts.layout import write_manifest
 from tp2qual.candidate import GATES, Candidate
 from tp2qual.checks.answers import check_answer
 from tp2qual.checks.repetition import check
 from tp2qual.checks.stats import summarize
-from tp2qual.evidence.claims import make_claim
-from tp2qual.evidence.finding import FAILED, NOT_APPLICABLE, PASSED, CandidateRecord
-from tp2qual.evidence.layout import write_manifest
 from tp2qual.evidence.run import RunState
 from tp2qual.evidence.verify import verify_run
 from tp2qual.hooks.evidence import close_run, record_resolved_candidate

@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 from test_verify import NAME, edit_finding, rehash, write_run
 
+from tp2qual.artifacts.claims import make_claim
 from tp2qual.checks import model_list, nccl_gate, preflight
 from tp2qual.checks.readiness import judge_readiness
 from tp2qual.checks.verdict import NotJudged
-from tp2qual.evidence.claims import make_claim
 from tp2qual.evidence.verify import verify_run
 from tp2qual.exceptions import PinMismatch
 from tp2qual.serving.hub_snapshot import DigestCache, check_snapshot
@@ -181,8 +181,10 @@ def _tp2_gloo(run_dir: Path, probe: Path, log: Path) -> dict[str, str]:
     (folder / "server.log").write_text(log.read_text())
     lines = nccl_gate.whole_lines(log.read_text())
     server = nccl_gate.judge_server_log(lines, settings)
-    _write(folder / "nccl_server_analysis.json",
-           {"ok": server.ok, "reason": server.reason, "lines_read": len(lines), **server.measures})
+    _write(
+        folder / "nccl_server_analysis.json",
+        {"ok": server.ok, "reason": server.reason, "lines_read": len(lines), **server.measures},
+    )
     tests = {"test_probe_all_reduce": "passed" if probe_verdict.ok else "failed",
              "test_server_log_analysis": "passed" if server.ok else "failed"}  # fmt: skip
     return tests

@@ -37,8 +37,8 @@ import pytest
 from test_faults import Inner, run_inner, smollm2_spec, with_fault, write_candidate
 from test_verify import story
 
+from tp2qual.artifacts.layout import write_manifest
 from tp2qual.candidate import GATES
-from tp2qual.evidence.layout import write_manifest
 from tp2qual.evidence.verify import Verification, verify_run
 
 pytestmark = pytest.mark.slow

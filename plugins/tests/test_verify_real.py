@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tp2qual.evidence.layout import write_manifest
+from tp2qual.artifacts.layout import write_manifest
 from tp2qual.evidence.verify import verify_run
 
 DATA = Path(__file__).with_name("data") / "smollm2-135m-local-run"

@@ -22,7 +22,6 @@ from tp2qual.candidate_file import ADMISSION_FLAG as ADMISSION_FLAG  # tests imp
 from tp2qual.candidate_file import (
     TP2_ENV_DEFAULTS,
     CandidateFile,
-    fill,
     read_candidate_file,
     read_candidate_files,
 )
@@ -276,10 +275,6 @@ class Candidate:
     def command(self) -> list[str]:
         """``launch.command`` then ``launch.append``, placeholders unfilled."""
         return [*self.launch["command"], *self.launch.get("append", [])]
-
-    def argv(self, *, port: int, host: str = "127.0.0.1") -> list[str]:
-        values = self.placeholders(port=port, host=host)
-        return [fill(part, values) for part in self.command]
 
 
 def load_candidate(path: Path) -> Candidate:

@@ -24,8 +24,8 @@ import jsonschema
 from tp2qual.draft import draft_problems
 from tp2qual.engines import ENGINES
 from tp2qual.exceptions import CandidateError
+from tp2qual.floor_table import derivation_problems, key_problems
 from tp2qual.lane_changes import Change, lane_overlay
-from tp2qual.perf.floors import derivation_problems, key_problems
 
 # The campaign's transport controls for TP>1 (PCIe, no NVLink, WSL2; docs/campaign.md): P2P off
 # with shared-memory fallback, NCCL cuMem off (CUDA error 999 under WSL2), logs on for gate 01.

@@ -5,8 +5,9 @@ asked for, the one-request flag, gate 08's floors (direction and source), gate 0
 (with the one-GPU arithmetic a TP1 reference rests on), the time the candidate may take at the
 dated rates, and everything gate 00 (preflight) will check. ``others``: the run's other
 candidates, by name (a reference's own dated rate, whether it runs first). Each section is
-built from the same functions the run uses (the launcher's ``plan()``, ``image_reference``,
-``perf.floors``, ``engine_env``), so the plan cannot say one thing and the run do another.
+built from the same values and functions the run uses (the resolved launch, ``tp2qual.launch``,
+and the launcher's ``plan()`` of it, ``image_reference``, ``perf.floors``, ``engine_env``), so the
+plan cannot say one thing and the run do another.
 Pure but for reading the shipped prompt set and for resolving a local build's
 image pin (``.cache/…``, as the run does). A new section is one more entry in ``plan_sections``.
 The last, "settings said out loud" (``settings_plan``), names what a serving engineer would
@@ -24,21 +25,22 @@ from typing import Any
 from tp2qual.agreement_plan import agreement_lines
 from tp2qual.budget import DEFAULT_FLOOR_TOK_S
 from tp2qual.candidate import Candidate
-from tp2qual.candidate_file import ADMISSION_FLAG, admission_flags, fill
+from tp2qual.candidate_file import ADMISSION_FLAG, admission_flags
 from tp2qual.checks.topology import BUSY_FLOOR_MIB
 from tp2qual.draft import draft_pin
 from tp2qual.engine_env import candidate_env_problems, env_basis
 from tp2qual.engines import engine_for
 from tp2qual.evidence.reference import PROMPT_SET
 from tp2qual.exceptions import CandidateError
+from tp2qual.image_ref import image_reference, is_by_digest
 from tp2qual.lane_changes import plan_lines
+from tp2qual.launch import ResolvedLaunch
 from tp2qual.perf.comparison import compare_baseline, roofline_for
 from tp2qual.perf.estimate import Estimate, Rate, dated_rate, estimate
 from tp2qual.perf.fit import one_gpu_fit, weights
 from tp2qual.perf.floor_basis import unmeasured
 from tp2qual.perf.floors import FloorSet, budget_floor, floor_plan_lines, judged_floors
 from tp2qual.serving.engine_check import plan_lines as engine_check_lines
-from tp2qual.serving.launchers.docker.image_ref import image_reference, is_by_digest
 from tp2qual.serving.launchers.docker.pins import resolve_pin
 from tp2qual.serving.parser_venvs import plan_lines as recorded_answer_lines
 from tp2qual.settings_plan import kv_support_lines, settings_lines
@@ -63,32 +65,32 @@ def render(sections: list[Section]) -> str:
 
 def plan_sections(
     candidate: Candidate,
-    launch: str,
+    launch: ResolvedLaunch,
+    rendered: str,
     others: Mapping[str, Candidate] | None = None,
     peers: Sequence[Candidate] = (),
 ) -> list[Section]:
-    """Every section, in order; ``launch`` is the launcher's own rendering (``plan()``);
-    ``others``: the run's candidates by name; ``peers``: every candidate loaded, against which
-    the settings are compared."""
+    """Every section, in order; ``launch``: the candidate's resolved launch, ``rendered`` the
+    launcher's own rendering of it (``plan()``); ``others``: the run's candidates by name;
+    ``peers``: every candidate loaded, against which the settings are compared."""
     others = others or {}
     return [
-        Section("launch", tuple(launch.splitlines())),
-        Section("lane changes", tuple(lane_lines(candidate))),
+        Section("launch", tuple(rendered.splitlines())),
+        Section("lane changes", tuple(lane_lines(candidate, launch))),
         Section("image", tuple(image_lines(candidate))),
-        Section("one request at a time", tuple(one_request_lines(candidate))),
+        Section("one request at a time", tuple(one_request_lines(candidate, launch))),
         Section("floors (gate 08)", tuple(floor_lines(candidate))),
         Section("agreement reference (gate 07)", tuple(reference_lines(candidate, others))),
         Section("what gate 07 judges", tuple(agreement_lines(candidate))),
         Section("time at the dated rates", tuple(estimate_for(candidate, others).lines())),
-        Section("preflight checks (gate 00)", tuple(preflight_lines(candidate))),
-        Section("settings said out loud", tuple(settings_lines(candidate, peers))),
+        Section("preflight checks (gate 00)", tuple(preflight_lines(candidate, launch))),
+        Section("settings said out loud", tuple(settings_lines(candidate, launch, peers))),
     ]
 
 
-def lane_lines(candidate: Candidate) -> list[str]:
+def lane_lines(candidate: Candidate, launch: ResolvedLaunch) -> list[str]:
     """A lane's difference against its baseline, placeholders filled as in the launch."""
-    values = candidate.placeholders(port=int(candidate.launch.get("port", 0)))
-    lines = plan_lines(candidate.spec, candidate.lane_changes, lambda text: fill(text, values))
+    lines = plan_lines(candidate.spec, candidate.lane_changes, launch.fill)
     if lines:
         return lines
     after = candidate.spec.get("lane", {}).get("after")
@@ -109,12 +111,12 @@ def image_lines(candidate: Candidate) -> list[str]:
     ]
 
 
-def one_request_lines(candidate: Candidate) -> list[str]:
+def one_request_lines(candidate: Candidate, launch: ResolvedLaunch) -> list[str]:
     known = ADMISSION_FLAG.get(candidate.engine)
     if known is None:
         return [f"{candidate.engine}: no admission flag; the gates send one request at a time"]
     flag, default = known
-    value = admission_flags(candidate.command).get(flag)
+    value = admission_flags(launch.argv).get(flag)
     lane = candidate.spec.get("lane", {}).get("kind") == "optional"
     if value is None:
         return [f"{flag} not given: {default}" + ("; allowed in an optional lane" if lane else "")]
@@ -231,14 +233,14 @@ def _agreement_prompt_tokens() -> tuple[int, ...]:
     return tuple(int(p["max_tokens"]) for p in prompts)
 
 
-def preflight_lines(candidate: Candidate) -> list[str]:
+def preflight_lines(candidate: Candidate, launch: ResolvedLaunch) -> list[str]:
     return [
         *model_lines(candidate),
         *gpu_lines(candidate),
         *image_pin_lines(candidate),
-        *engine_check_lines(candidate),
-        *recorded_answer_lines(candidate),
-        *kv_support_lines(candidate),
+        *engine_check_lines(candidate, launch),
+        *recorded_answer_lines(candidate, launch),
+        *kv_support_lines(candidate, launch),
         *engine_env_lines(candidate),
     ]
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from tp2qual.artifacts.finding import CandidateRecord, Finding, read_finding
 from tp2qual.candidate import Candidate
 from tp2qual.candidate_file import deep_merge
 from tp2qual.engines import engine_for
-from tp2qual.evidence.finding import CandidateRecord, Finding, read_finding
 from tp2qual.serving.server import Api, Exchange, Server, Stream
 
 __all__ = [

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tp2qual.artifacts.finding import read_finding
 from tp2qual.candidate import Candidate
-from tp2qual.evidence.finding import read_finding
 from tp2qual.evidence.reference import dated_runs
 from tp2qual.hosts import Host, bound
 from tp2qual.perf.schedule import Job, place
@@ -117,8 +117,8 @@ def _files_of_this_machine(candidate: Candidate) -> str:
 def _image_unresolved(host: Host, candidate: Candidate, *, pull: bool) -> str | None:
     """Bad input found before anything starts: an unresolved pin, an image the host lacks or
     holds under another id (``--pull`` may fetch a missing one; its pin still holds)."""
+    from tp2qual.image_ref import image_reference
     from tp2qual.serving.launchers.docker.engine import docker_client
-    from tp2qual.serving.launchers.docker.image_ref import image_reference
     from tp2qual.serving.launchers.docker.pins import image_matches, pin_unresolved, resolve_pin
 
     if why := pin_unresolved(candidate):

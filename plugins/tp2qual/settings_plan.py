@@ -4,7 +4,8 @@
 
 Before NVML can be read (``--plan``), the GPUs are the ones the candidate file names: the
 compute capability of ``gpus.name_contains`` (``checks.kv_support.KNOWN_CAPABILITY``) and the
-least memory preflight admits (``gpus.memory_gib``). Gate 00 passes NVML's own figures.
+least memory preflight admits (``gpus.memory_gib``). Gate 00 passes NVML's own figures. The
+launch judged is the resolved one (``tp2qual.launch``) that starts; a peer's, its own.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from tp2qual.checks.verdict import Verdict
 from tp2qual.engine_env import known_env, source_mentions
 from tp2qual.engines import engine_for
 from tp2qual.engines.engine import Capability
-from tp2qual.serving.engine_check import launch_argv, launch_env
+from tp2qual.launch import ResolvedLaunch, resolve_launch
 
 
 def named_gpus(candidate: Candidate) -> tuple[Capability | None, str]:
@@ -31,17 +32,19 @@ def named_gpus(candidate: Candidate) -> tuple[Capability | None, str]:
     return capability, f"gpus.name_contains {name!r}, NVIDIA's list; gate 00 reads NVML's"
 
 
-def kv_verdict(candidate: Candidate, capability: Capability | None, where: str) -> Verdict:
+def kv_verdict(
+    candidate: Candidate, launch: ResolvedLaunch, capability: Capability | None, where: str
+) -> Verdict:
     engine, version = engine_for(candidate.engine), candidate.spec["engine"].get("version", "")
-    return judge_kv(engine, version or "", launch_argv(candidate), capability, where)
+    return judge_kv(engine, version or "", list(launch.argv), capability, where)
 
 
-def kv_support_lines(candidate: Candidate) -> list[str]:
+def kv_support_lines(candidate: Candidate, launch: ResolvedLaunch) -> list[str]:
     """Attention backend x KV-cache dtype on the named GPUs: refused before start, or why not."""
     if not candidate.gpus.get("count"):
         return []
     capability, where = named_gpus(candidate)
-    verdict = kv_verdict(candidate, capability, where)
+    verdict = kv_verdict(candidate, launch, capability, where)
     asked = verdict.measures.get("asked")
     if not verdict.ok:
         return [f"attention and KV cache: REFUSED before start: {verdict.reason}"]
@@ -49,19 +52,21 @@ def kv_support_lines(candidate: Candidate) -> list[str]:
     return [f"attention and KV cache ({asked}): {judged}{verdict.measures.get('why')}"]
 
 
-def _launch(candidate: Candidate) -> Launch:
+def _launch(candidate: Candidate, launch: ResolvedLaunch | None = None) -> Launch:
     """A lane's changed flags carry its ``lane.why``; ``launch.why`` gives the rest."""
     lane_why = " ".join(str(candidate.spec.get("lane", {}).get("why", "")).split())
     why = {c.name: f"the lane's change: {lane_why}" for c in candidate.lane_changes if lane_why}
-    return Launch(candidate.name, tuple(launch_argv(candidate)), {**why, **candidate.launch.get(
-        "why", {})})  # fmt: skip
+    argv = (launch or resolve_launch(candidate)).argv
+    return Launch(candidate.name, argv, {**why, **candidate.launch.get("why", {})})
 
 
 def _is_lane(candidate: Candidate) -> bool:
     return candidate.spec.get("lane", {}).get("kind") == "optional"
 
 
-def settings_lines(candidate: Candidate, peers: Sequence[Candidate]) -> list[str]:
+def settings_lines(
+    candidate: Candidate, launch: ResolvedLaunch, peers: Sequence[Candidate]
+) -> list[str]:
     """Controls that differ from the engine's other candidates, the memory headroom, and who
     reads each variable the launch sets."""
     engine = engine_for(candidate.engine)
@@ -70,7 +75,7 @@ def settings_lines(candidate: Candidate, peers: Sequence[Candidate]) -> list[str
             bool(candidate.gpus.get("count")) and p.name != candidate.name
             and not _is_lane(p)]  # fmt: skip
     lines = [
-        f"control: {line}" for line in differing_controls(engine, _launch(candidate),
+        f"control: {line}" for line in differing_controls(engine, _launch(candidate, launch),
                                                           [_launch(p) for p in same])
     ]  # fmt: skip
     if not lines and engine.controls:
@@ -78,20 +83,23 @@ def settings_lines(candidate: Candidate, peers: Sequence[Candidate]) -> list[str
         lines.append(f"controls: none set otherwise than in {compared}")
     gpu_gib = candidate.gpus.get("memory_gib") or None
     where = "gpus.memory_gib, the least preflight admits; gate 00 records NVML's"
-    lines += [f"memory: {line}" for line in memory_headroom(engine, launch_argv(candidate),
+    lines += [f"memory: {line}" for line in memory_headroom(engine, list(launch.argv),
                                                             gpu_gib, where)]  # fmt: skip
-    lines += lane_memory_lines(candidate, peers)
-    lines += [f"variable: {line}" for line in variable_lines(candidate)]
+    lines += lane_memory_lines(candidate, launch, peers)
+    lines += [f"variable: {line}" for line in variable_lines(candidate, launch)]
     return lines or [f"{candidate.engine}: no controls or memory share compared, no variable set"]
 
 
-def lane_memory_lines(candidate: Candidate, peers: Sequence[Candidate]) -> list[str]:
+def lane_memory_lines(
+    candidate: Candidate, launch: ResolvedLaunch, peers: Sequence[Candidate]
+) -> list[str]:
     """A lane that keeps its baseline's memory share while serving a longer context."""
     rule, after = engine_for(candidate.engine).memory, candidate.spec.get("lane", {}).get("after")
     baseline = next((p for p in peers if p.name == after), None)
     if rule is None or baseline is None:
         return []
-    share = {c.name: flag_value(launch_argv(c), rule.flag) for c in (candidate, baseline)}
+    argvs = {candidate.name: launch.argv, baseline.name: resolve_launch(baseline).argv}
+    share = {name: flag_value(list(argv), rule.flag) for name, argv in argvs.items()}
     mine, theirs = candidate.max_model_len, baseline.max_model_len
     if share[candidate.name] == share[baseline.name] and mine > theirs:
         return [f"memory: {rule.flag} {share[candidate.name] or '(default)'} kept from "
@@ -99,10 +107,10 @@ def lane_memory_lines(candidate: Candidate, peers: Sequence[Candidate]) -> list[
     return []
 
 
-def variable_lines(candidate: Candidate) -> list[str]:
+def variable_lines(candidate: Candidate, launch: ResolvedLaunch) -> list[str]:
     version = candidate.spec["engine"].get("version")
     found = known_env(candidate.engine, version) if version else None
     registry = found[0] if found else None
-    return readers(candidate.engine, version or "?", launch_env(candidate),
+    return readers(candidate.engine, version or "?", dict(launch.env),
                    engine_for(candidate.engine).env_prefix, registry,
                    source_mentions(candidate.engine, version))  # fmt: skip

@@ -20,8 +20,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from tp2qual.candidate import GATES
-from tp2qual.evidence.finding import (
+from tp2qual.artifacts.finding import (
     ERROR,
     FAILED,
     NOT_APPLICABLE,
@@ -30,7 +29,8 @@ from tp2qual.evidence.finding import (
     Verdict,
     read_finding,
 )
-from tp2qual.evidence.layout import FINDING
+from tp2qual.artifacts.layout import FINDING
+from tp2qual.candidate import GATES
 from tp2qual.evidence.overview_figures import named
 from tp2qual.evidence.overview_reference import ReferenceRatios, reference_ratios
 from tp2qual.perf.floors import FLOORS_FILE, Floor

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tp2qual.artifacts.claims import read_records
+from tp2qual.artifacts.finding import FAILED, PASSED, Finding
 from tp2qual.candidate import GATE_DEFAULTS
-from tp2qual.evidence.claims import read_records
-from tp2qual.evidence.finding import FAILED, PASSED, Finding
 from tp2qual.evidence.throughput_reference import SAMPLES, measured_basis, recorded_bases
 from tp2qual.perf.comparison import ratio_interval
 from tp2qual.perf.floor_basis import (

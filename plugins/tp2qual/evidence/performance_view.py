@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from tp2qual.artifacts.claims import read_records
+from tp2qual.artifacts.finding import read_finding
+from tp2qual.artifacts.layout import FINDING, REPORT, read_json_object
 from tp2qual.evidence.charts import sample_chart
-from tp2qual.evidence.claims import read_records
-from tp2qual.evidence.finding import read_finding
-from tp2qual.evidence.layout import FINDING, REPORT, read_json_object
 from tp2qual.evidence.report_model import (
     FIGURES,
     PLOTTED,

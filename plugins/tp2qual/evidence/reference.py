@@ -30,11 +30,11 @@ from pathlib import Path
 from typing import Any
 
 import tp2qual
+from tp2qual.artifacts.claims import read_records
+from tp2qual.artifacts.finding import CandidateRecord, Finding, Verdict, read_finding
+from tp2qual.artifacts.layout import FINDING
 from tp2qual.candidate import Candidate
 from tp2qual.checks.agreement import ACCURACY, OWN
-from tp2qual.evidence.claims import read_records
-from tp2qual.evidence.finding import CandidateRecord, Finding, Verdict, read_finding
-from tp2qual.evidence.layout import FINDING
 from tp2qual.evidence.run import RunState
 from tp2qual.evidence.suite import SUITE
 

@@ -22,9 +22,8 @@ from urllib.parse import quote
 
 import jinja2
 
-from tp2qual.candidate import GATES
-from tp2qual.evidence.claims import Claim
-from tp2qual.evidence.finding import (
+from tp2qual.artifacts.claims import Claim
+from tp2qual.artifacts.finding import (
     ERROR,
     FAILED,
     Finding,
@@ -32,7 +31,8 @@ from tp2qual.evidence.finding import (
     Verdict,
     read_finding,
 )
-from tp2qual.evidence.layout import FINDING, MANIFEST, REPORT, atomic_write
+from tp2qual.artifacts.layout import FINDING, MANIFEST, REPORT, atomic_write
+from tp2qual.candidate import GATES
 from tp2qual.evidence.performance_view import (
     comparison,
     judged_floor_values,

@@ -9,8 +9,8 @@ import base64
 from pathlib import Path
 from urllib.parse import quote
 
+from tp2qual.artifacts.layout import REPORT
 from tp2qual.evidence.charts import Interval, interval_chart
-from tp2qual.evidence.layout import REPORT
 from tp2qual.evidence.overview import Summary, history, summarize_run
 from tp2qual.evidence.overview_figures import accuracy_words, agreement_words
 from tp2qual.evidence.overview_table import RATIOS, cell, ratio_words, to_csv, to_json, tp1_words

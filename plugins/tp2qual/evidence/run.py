@@ -8,9 +8,9 @@ import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tp2qual.artifacts.finding import CandidateRecord, read_finding
+from tp2qual.artifacts.layout import Evidence
 from tp2qual.candidate import Candidate
-from tp2qual.evidence.finding import CandidateRecord, read_finding
-from tp2qual.evidence.layout import Evidence
 from tp2qual.evidence.suite import SUITE, suite_identity
 from tp2qual.redact import Redactor
 

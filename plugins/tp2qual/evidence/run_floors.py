@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tp2qual.evidence.finding import CandidateRecord, read_finding
+from tp2qual.artifacts.finding import CandidateRecord, read_finding
 from tp2qual.evidence.run import RunState
 from tp2qual.evidence.throughput_reference import measured_basis
 from tp2qual.perf.comparison import compare_baseline, roofline_for

@@ -15,9 +15,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from tp2qual.candidate import GATE_DEFAULTS
-from tp2qual.evidence.claims import read_records
-from tp2qual.evidence.finding import (
+from tp2qual.artifacts.claims import read_records
+from tp2qual.artifacts.finding import (
     CandidateRecord,
     Finding,
     Verdict,
@@ -25,7 +24,8 @@ from tp2qual.evidence.finding import (
     read_finding,
     unbacked,
 )
-from tp2qual.evidence.layout import FINDING, read_json_object
+from tp2qual.artifacts.layout import FINDING, read_json_object
+from tp2qual.candidate import GATE_DEFAULTS
 from tp2qual.perf.floor_basis import THIS_RUN, MeasuredBasis, measurement, sample_rows
 
 SAMPLES = "throughput_samples.jsonl"

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tp2qual.artifacts.claims import Claim, DerivationError, derive_from, same, sha256_bytes
+from tp2qual.artifacts.finding import ERROR, FAILED, PASSED, Finding, Outcome, Verdict
+from tp2qual.artifacts.layout import FINDING, MANIFEST, NOT_HASHED, sha256_of
 from tp2qual.candidate import GATES
-from tp2qual.evidence.claims import Claim, DerivationError, derive_from, same, sha256_bytes
-from tp2qual.evidence.finding import ERROR, FAILED, PASSED, Finding, Outcome, Verdict
-from tp2qual.evidence.layout import FINDING, MANIFEST, NOT_HASHED, sha256_of
 from tp2qual.evidence.problem import Problem
 from tp2qual.evidence.verify_gates import check_rederived
 
@@ -57,7 +57,7 @@ class Verification:
         counts = ", ".join(f"{gate} {n}" for gate, n in self.rechecked.items())
         rechecked = f"; raw exchanges re-checked: {counts}" if counts else ""
         records = ", ".join(f"{gate} {n}" for gate, n in self.rejudged.items())
-        rejudged = (f"; other raw records re-judged: {records}" if records else "")
+        rejudged = f"; other raw records re-judged: {records}" if records else ""
         rehashed = "; model bytes re-hashed" if self.rehashed else ""
         alone = f"; {len(self.notes)} failure(s) stand on their reason alone" if self.notes else ""
         return (

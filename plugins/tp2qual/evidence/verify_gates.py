@@ -13,8 +13,8 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tp2qual.evidence.claims import DerivationError, derive_from, same
-from tp2qual.evidence.finding import FAILED, PASSED, Finding
+from tp2qual.artifacts.claims import DerivationError, derive_from, same
+from tp2qual.artifacts.finding import FAILED, PASSED, Finding
 from tp2qual.evidence.problem import Problem
 from tp2qual.evidence.rederive import (
     REDERIVERS,

@@ -65,7 +65,7 @@ def _wants_docker(session: pytest.Session) -> bool:
 def pytest_sessionfinish(session: pytest.Session) -> None:
     if swept_key not in session.config.stash:
         return
-    from tp2qual.serving.launchers.docker.run_args import SESSION
+    from tp2qual.launch import SESSION
     from tp2qual.serving.launchers.docker.sweep import sweep
 
     with docker_client() as client:

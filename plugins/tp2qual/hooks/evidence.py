@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
+from tp2qual.artifacts.finding import ERROR, FAILED, NOT_RUN, CandidateRecord, Finding
+from tp2qual.artifacts.layout import REPORT, write_manifest
 from tp2qual.candidate import GATES, Candidate
 from tp2qual.draft import draft_pin
-from tp2qual.evidence.finding import ERROR, FAILED, NOT_RUN, CandidateRecord, Finding
-from tp2qual.evidence.layout import REPORT, write_manifest
 from tp2qual.evidence.rederive import RESOLVED_CANDIDATE
 from tp2qual.evidence.report import gate_artifacts, write_report
 from tp2qual.evidence.run import RunState

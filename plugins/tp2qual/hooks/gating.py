@@ -23,8 +23,7 @@ from typing import Any
 
 import pytest
 
-from tp2qual.candidate import GATES, Candidate
-from tp2qual.evidence.finding import (
+from tp2qual.artifacts.finding import (
     BLOCKED,
     ERROR,
     FAILED,
@@ -37,7 +36,8 @@ from tp2qual.evidence.finding import (
     Verdict,
     read_finding,
 )
-from tp2qual.evidence.layout import FINDING
+from tp2qual.artifacts.layout import FINDING
+from tp2qual.candidate import GATES, Candidate
 from tp2qual.evidence.reference import find_reference, prompt_set_sha256
 from tp2qual.evidence.run import RunState
 from tp2qual.exceptions import QualError, ServerError

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from tp2qual import gpu
+from tp2qual.artifacts.finding import CandidateRecord
 from tp2qual.candidate import Candidate
-from tp2qual.evidence.finding import CandidateRecord
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

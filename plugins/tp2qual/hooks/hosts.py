@@ -29,9 +29,9 @@ from typing import Any
 
 import pytest
 
+from tp2qual.artifacts.finding import Finding, read_finding
+from tp2qual.artifacts.layout import FINDING, atomic_write
 from tp2qual.candidate import Candidate
-from tp2qual.evidence.finding import Finding, read_finding
-from tp2qual.evidence.layout import FINDING, atomic_write
 from tp2qual.evidence.run import RunState
 from tp2qual.hooks.candidates import run_key, why_not_runnable
 from tp2qual.hooks.evidence import finding_properties, seal_run, write_summary

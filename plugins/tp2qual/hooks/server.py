@@ -3,8 +3,10 @@
 The ``server`` fixture is session-scoped and keyed by the candidate parameter, so pytest starts
 it at the candidate's first gate that needs it and stops it before the next candidate's server
 starts. Its whole life is a ``ManagedServer`` (serving/managed.py). What it needs is a fixture of
-its own, never a gate's side effect: the model pin (``model_pin``, also claimed by gate 00) and
-the GPUs (``gpu_snapshot``, from the gpus plugin). A start-up failure is raised once with its
+its own, never a gate's side effect: the model pin (``model_pin``, also claimed by gate 00),
+the GPUs (``gpu_snapshot``, from the gpus plugin) and the resolved launch (``launch``, the one
+value gate 00's engine check asks about and the launcher starts; ``--plan`` renders one the
+same way). A start-up failure is raised once with its
 cause and log tail; later gates are then blocked by the gating plugin, not re-raised N times.
 """
 
@@ -19,9 +21,9 @@ from typing import Any
 import pytest
 
 from tp2qual import dry_run
+from tp2qual.artifacts.claims import make_claim
+from tp2qual.artifacts.finding import CandidateRecord
 from tp2qual.candidate import Candidate
-from tp2qual.evidence.claims import make_claim
-from tp2qual.evidence.finding import CandidateRecord
 from tp2qual.evidence.run import RunState
 from tp2qual.evidence.run_floors import request_floor
 from tp2qual.exceptions import PinMismatch
@@ -29,6 +31,7 @@ from tp2qual.hooks.candidates import run_key
 from tp2qual.hooks.gating import candidate_of, gate_of
 from tp2qual.hooks.hosts import fleet_key
 from tp2qual.hooks.progress import watch_for
+from tp2qual.launch import ResolvedLaunch, resolve_launch
 from tp2qual.redact import Redactor
 from tp2qual.run_plan import run_sections
 from tp2qual.serving.identity import host_identity, model_identity
@@ -75,12 +78,17 @@ def plan_for(
     run_id: str,
     others: Mapping[str, Candidate] | None = None,
     peers: Sequence[Candidate] = (),
+    launch: ResolvedLaunch | None = None,
 ) -> str:
     """The candidate's dry run: its sections (tp2qual.dry_run), in order; ``others``: the
-    run's candidates by name; ``peers``: the candidates loaded, its settings compared with."""
+    run's candidates by name; ``peers``: the candidates loaded, its settings compared with;
+    ``launch``: the resolved launch to render (else resolved here, as the run resolves it)."""
     log = Path(gettempdir()) / "tp2qual-plan.log"  # never written: nothing starts
-    launch = build_launcher(candidate, log, Redactor(candidate.env()), run_id=run_id).plan()
-    return dry_run.render(dry_run.plan_sections(candidate, launch, others, peers))
+    launch = launch or resolve_launch(candidate, run_id=run_id)
+    rendered = build_launcher(
+        candidate, log, Redactor(candidate.env()), run_id=run_id, launch=launch
+    ).plan()
+    return dry_run.render(dry_run.plan_sections(candidate, launch, rendered, others, peers))
 
 
 @pytest.fixture(scope="session")
@@ -116,25 +124,38 @@ def model_pin(candidate: Candidate, record: CandidateRecord) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="session")
+def launch(
+    candidate: Candidate, record: CandidateRecord, gpu_snapshot: dict[str, Any]
+) -> ResolvedLaunch:
+    """The candidate's launch, resolved once for the run (tp2qual.launch): gate 00 asks the
+    engine about it, the server starts it. Outside WSL2 a container gets exactly the GPUs
+    preflight checked, by UUID; WSL2 is the serving host's (--hosts: not necessarily this one)."""
+    gpus = gpu_snapshot.get("gpus") or []
+    uuids = [g["uuid"] for g in gpus if g.get("uuid")][: candidate.gpus.get("count", 0)]
+    return resolve_launch(
+        candidate,
+        run_id=record.run_id,
+        device_ids=uuids,
+        wsl2=(gpu_snapshot.get("host") or {}).get("wsl2"),
+    )
+
+
+@pytest.fixture(scope="session")
 def server(
     candidate: Candidate,
     record: CandidateRecord,
     model_pin: dict[str, Any],
-    gpu_snapshot: dict[str, Any],
+    launch: ResolvedLaunch,
     pull_images: bool,
     request: pytest.FixtureRequest,
 ) -> Iterator[Server]:
-    # Outside WSL2 a container gets exactly the GPUs preflight checked, by UUID.
-    gpus = gpu_snapshot.get("gpus") or []
-    uuids = [g["uuid"] for g in gpus if g.get("uuid")][: candidate.gpus.get("count", 0)]
     launcher = build_launcher(
         candidate,
         record.evidence.path("server.log"),
         record.evidence.redactor,
         run_id=record.run_id,
         pull=pull_images,
-        device_ids=uuids,
-        wsl2=(gpu_snapshot.get("host") or {}).get("wsl2"),  # of the host that serves (--hosts)
+        launch=launch,
     )
     managed = ManagedServer(
         candidate,

@@ -23,9 +23,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
+from tp2qual.artifacts.finding import Finding, Verdict
 from tp2qual.checks.stats import ratio, t_critical_95
 from tp2qual.checks.topology import memory_bandwidth_gbs
-from tp2qual.evidence.finding import Finding, Verdict
 from tp2qual.perf.floors import refusal
 from tp2qual.perf.roofline import decode_bound, fraction
 

@@ -24,12 +24,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+# The bases and who a file names for each are the file's words (tp2qual/floor_table.py).
+from tp2qual.floor_table import BASELINE as BASELINE
+from tp2qual.floor_table import LANE_BASELINE as LANE_BASELINE
+from tp2qual.floor_table import MEASURED as MEASURED
+from tp2qual.floor_table import REFERENCE as REFERENCE
+from tp2qual.floor_table import ROOFLINE as ROOFLINE
+from tp2qual.floor_table import ROOFLINE_FIGURE as ROOFLINE_FIGURE
+from tp2qual.floor_table import WRITTEN as WRITTEN
+from tp2qual.floor_table import basis_names as basis_names
 from tp2qual.perf.floor_keys import statistic
 
-REFERENCE, LANE_BASELINE, BASELINE, ROOFLINE = "reference", "lane_baseline", "baseline", "roofline"
-MEASURED = (REFERENCE, LANE_BASELINE)  # another candidate's samples, measured by gate 08
-WRITTEN = "written"
-ROOFLINE_FIGURE = "decode_tok_s"  # the roofline bounds a decode rate, nothing else
 # Gate 08 settings that define what a sample measures: two candidates' samples are the same
 # figure only when these agree (the number of samples and the warm-up do not change it).
 SAME_MEASUREMENT = ("prompt_words", "max_tokens", "min_tokens")
@@ -95,17 +100,6 @@ class Base:
     basis: str  # REFERENCE, LANE_BASELINE, BASELINE or ROOFLINE
     candidate: str = ""
     run: str = ""
-
-
-def basis_names(spec: Mapping[str, Any]) -> dict[str, str]:
-    """The candidate each measured basis names in a candidate file (absent: none named)."""
-    after = (spec.get("lane") or {}).get("after")
-    reference = (spec.get("reference") or {}).get("candidate") or after
-    return {
-        role: name
-        for role, name in ((REFERENCE, reference), (LANE_BASELINE, after))
-        if isinstance(name, str) and name
-    }
 
 
 def unmeasured(spec: Mapping[str, Any], settings: Mapping[str, Any]) -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""What a floor key names: ``<figure>_<stat>``, the way the figure is judged, and the statistic
+"""What a floor key names (its grammar and direction: tp2qual/floor_table.py) and the statistic
 over measured samples. Pure; shared by the floors (perf/floors.py) and what they are fractions of
 (perf/floor_basis.py).
 
@@ -13,34 +13,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tp2qual.checks.stats import summarize
+from tp2qual.floor_table import AT_LEAST, AT_MOST, DIRECTIONS, STATS, direction, split_key
 
-AT_LEAST = "≥"
-AT_MOST = "≤"
-
-# Per figure of perf/sampling.py: rates at least their floor, latencies at most.
-DIRECTIONS: dict[str, str] = {
-    "decode_tok_s": AT_LEAST,
-    "ttft_s": AT_MOST,
-    "tpot_s": AT_MOST,
-    "itl_p50_s": AT_MOST,
-    "itl_p90_s": AT_MOST,
-    "itl_p99_s": AT_MOST,
-    "e2e_s": AT_MOST,
-}
-STATS = ("median", "mean", "p90", "p99", "min", "max")
-
-
-def split_key(key: str) -> tuple[str, str] | None:
-    """``decode_tok_s_median`` -> (``decode_tok_s``, ``median``); None for no known figure/stat."""
-    figure, _, stat = key.rpartition("_")
-    return (figure, stat) if figure in DIRECTIONS and stat in STATS else None
-
-
-def direction(key: str) -> str:
-    parts = split_key(key)
-    if parts is None:
-        raise ValueError(f"{key}: not a <figure>_<stat> floor key")
-    return DIRECTIONS[parts[0]]
+__all__ = ["AT_LEAST", "AT_MOST", "DIRECTIONS", "STATS", "direction", "split_key", "statistic"]
 
 
 def statistic(key: str, samples: Sequence[Mapping[str, Any]]) -> float | None:

@@ -20,11 +20,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from tp2qual.floor_table import (
+    derivation_problems,
+    key_problems,
+    refusal,
+)
 from tp2qual.perf.floor_basis import (
     BASELINE,
     MEASURED,
     ROOFLINE,
-    ROOFLINE_FIGURE,
     WRITTEN,
     Base,
     Bases,
@@ -59,7 +63,6 @@ __all__ = [
     "written_floors",
 ]
 
-ROOFLINE_INPUTS = ("active_params_b", "bits_per_weight")
 FLOORS_FILE = "throughput_floors.json"  # gate 08's floors as judged, beside its samples
 NO_FLOOR = "no floor set: the samples are measured and judged against no floor"
 BASES = (*MEASURED, BASELINE, ROOFLINE)
@@ -110,26 +113,6 @@ class Floor:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def key_problems(settings: Mapping[str, Any]) -> list[str]:
-    """Floor keys and derivations the check could not judge, each naming its field."""
-    problems = []
-    for table in ("floors", "derived_floors"):
-        for key in settings.get(table) or {}:
-            if split_key(key) is None:
-                problems.append(
-                    f"gates.throughput.{table}.{key}: not <figure>_<stat> (figures: "
-                    f"{', '.join(DIRECTIONS)}; stats: {', '.join(STATS)})"
-                )
-    for key, rule in (settings.get("derived_floors") or {}).items():
-        for where, part in ((key, rule), (f"{key}.fallback", rule.get("fallback") or {})):
-            if part.get("of") == ROOFLINE and not key.startswith(ROOFLINE_FIGURE + "_"):
-                problems.append(
-                    f"gates.throughput.derived_floors.{where}: the roofline bounds "
-                    f"{ROOFLINE_FIGURE} only; derive this floor of another basis or write it"
-                )
-    return problems
 
 
 def written_floors(settings: Mapping[str, Any]) -> list[Floor]:
@@ -245,56 +228,6 @@ def budget_floor(floors: FloorSet) -> Floor | None:
     """The decode-rate floor a request's time budget follows (budget.py), or None."""
     by_key = {f.key: f for f in floors.floors}
     return next((by_key[k] for k in BUDGET_KEYS if k in by_key), None)
-
-
-SUITE_DEFINITION = "perf/sampling.py"
-
-
-def refusal(key: str, definitions: Mapping[str, str]) -> str | None:
-    """Why a baseline figure copied from elsewhere is not compared with this run's, or None
-    when its stated definition is the suite's."""
-    stated = definitions.get(key)
-    if stated == SUITE_DEFINITION:
-        return None
-    if stated is None:
-        return f"its definition is not stated (baseline.definitions.{key})"
-    return f"not the same definition as the suite's ({SUITE_DEFINITION}): {stated}"
-
-
-def derivation_problems(settings: Mapping[str, Any], spec: Mapping[str, Any]) -> list[str]:
-    """What a derived floor needs from the candidate file, for a rule whose fallback cannot
-    stand in: for the roofline the model's active parameters and bits and the GPUs' bandwidth
-    (NVML's is used when read), for the baseline a figure the comparison will not refuse (a local
-    ``finding`` is read at run time), for a measured basis a candidate that names one."""
-    problems = []
-    for key, rule in sorted((settings.get("derived_floors") or {}).items()):
-        first = _file_problem(key, rule, spec)
-        fallback = rule.get("fallback")
-        if first and (not fallback or _file_problem(key, fallback, spec)):
-            problems.append(f"gates.throughput.derived_floors.{key}: {first}")
-    return problems
-
-
-def _file_problem(key: str, rule: Mapping[str, Any], spec: Mapping[str, Any]) -> str | None:
-    of = rule.get("of")
-    if "value" in rule:
-        return None
-    if of in MEASURED:
-        named = basis_names(spec).get(str(of))
-        what = "[lane] after" if of == "lane_baseline" else "[reference] candidate or [lane] after"
-        return None if named else f"of the {of}, but the candidate names none ({what})"
-    if of == ROOFLINE:
-        needs = [f"model.{f}" for f in ROOFLINE_INPUTS if not spec["model"].get(f)]
-        needs += [] if (spec.get("gpus") or {}).get("bandwidth_gbs") else ["gpus.bandwidth_gbs"]
-        return f"of the roofline, which needs {', '.join(needs)}" if needs else None
-    baseline = spec.get("baseline") or {}
-    if baseline.get("finding"):
-        return None
-    if key not in (baseline.get("figures") or {}):
-        return f"of the baseline, but baseline.figures has no {key}"
-    if why := refusal(key, baseline.get("definitions") or {}):
-        return f"the baseline's {key} is not compared ({why}); derive it of another basis"
-    return None
 
 
 def floor_plan_lines(

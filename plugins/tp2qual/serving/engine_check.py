@@ -23,6 +23,7 @@ from tp2qual.candidate import Candidate
 from tp2qual.checks.engine_answer import engine_args
 from tp2qual.engine_env import candidate_env_problems, env_basis
 from tp2qual.engines import engine_for
+from tp2qual.launch import ResolvedLaunch
 from tp2qual.redact import Redactor
 from tp2qual.serving import engine_check_entry
 
@@ -34,66 +35,67 @@ ARTIFACT = "engine_check.json"
 
 @dataclass(frozen=True)
 class EngineQuestion:
-    """What the engine is asked: its own arguments and the engine variables set."""
+    """What the engine is asked: its own arguments (the launch's argv after the entry point)
+    and the engine variables set. ``port``: the one the launch was resolved with."""
 
     engine: str
     args: list[str]
     env: list[str]
+    port: int = 0
 
     def as_json(self) -> str:
         return json.dumps({"engine": self.engine, "args": self.args, "env": self.env})
 
+    def portless(self) -> EngineQuestion:
+        """The same question with the launch's port asked as 0 (a recorded answer holds for
+        any port the run picks)."""
+        port = str(self.port)
+        args = ["0" if self.port and a == port else a for a in self.args]
+        return EngineQuestion(self.engine, args, self.env)
+
     def redacted(self, redactor: Redactor) -> EngineQuestion:
         """As shown in ``--plan`` and evidence: ``--api-key X`` masked."""
-        return EngineQuestion(self.engine, redactor.argv(self.args), self.env)
-
-
-def launch_argv(candidate: Candidate, run_id: str = "check") -> list[str]:
-    """The full argv the server runs: the command (process) or entrypoint + command (Docker)."""
-    if candidate.launcher_kind != "docker":
-        return candidate.argv(port=0)
-    kwargs = _server_kwargs(candidate, run_id)
-    return [*(kwargs.get("entrypoint") or []), *kwargs["command"]]
+        return EngineQuestion(self.engine, redactor.argv(self.args), self.env, self.port)
 
 
 _LEFT_FOR_WRAPPER = re.compile(r"\{[a-z_]+\}")
 
 
-def question(candidate: Candidate) -> EngineQuestion | None:
+def question(candidate: Candidate, launch: ResolvedLaunch) -> EngineQuestion | None:
     """None when the engine has no parser to ask (llama.cpp) or the argv names no entry point
     of it (why: ``not_asked``)."""
-    if engine_for(candidate.engine).env_prefix is None:
+    if engine_for(launch.engine).env_prefix is None:
         return None
-    args = engine_args(candidate.engine, launch_argv(candidate))
+    args = engine_args(launch.engine, list(launch.argv))
     if args is None:
         return None
     # A value left for a wrapper to fill ({{name}} in the command: e.g. the port a proxy in
     # front gives the engine) is asked as 0: the parser judges that a value is there, not which.
     args = ["0" if _LEFT_FOR_WRAPPER.fullmatch(a) else a for a in args]
-    return EngineQuestion(candidate.engine, args, sorted(candidate.env()))
+    return EngineQuestion(launch.engine, args, sorted(candidate.env()), launch.port)
 
 
-def not_asked(candidate: Candidate) -> str:
-    if engine_for(candidate.engine).env_prefix is None:
-        return f"{candidate.engine}: no engine parser to ask"
+def not_asked(launch: ResolvedLaunch) -> str:
+    if engine_for(launch.engine).env_prefix is None:
+        return f"{launch.engine}: no engine parser to ask"
     return (
-        f"the launch names no {candidate.engine} entry point (`-m <module>` or "
-        f"`{candidate.engine} serve`): {shlex.join(launch_argv(candidate))[:200]}"
+        f"the launch names no {launch.engine} entry point (`-m <module>` or "
+        f"`{launch.engine} serve`): {shlex.join(launch.argv)[:200]}"
     )
 
 
-def check_argv(candidate: Candidate, asked: EngineQuestion, *, image: str | None = None,
-               run_id: str = "check", python: Path | None = None) -> list[str]:  # fmt: skip
+def check_argv(launch: ResolvedLaunch, asked: EngineQuestion, *, image: str | None = None,
+               python: Path | None = None) -> list[str]:  # fmt: skip
     """The check's command: the engine's Python on the entry file, or ``docker run`` of
-    ``image`` (default: the candidate's image reference) with the entry file mounted.
+    ``image`` (default: the launch's image reference) with the entry file mounted.
     ``python``: that Python instead, whatever the launcher (an engine wheel's parser venv)."""
     if python is not None:
         return [str(python), str(ENTRY), asked.as_json()]
-    if candidate.launcher_kind != "docker":
-        return [str(candidate.python()), str(ENTRY), asked.as_json()]
-    from tp2qual.serving.launchers.docker.run_args import render_docker_run
+    if launch.container is None:
+        return [launch.python, str(ENTRY), asked.as_json()]
+    from tp2qual.serving.launchers.docker.run_args import render_docker_run, run_kwargs
 
-    server = _server_kwargs(candidate, run_id)
+    server = run_kwargs(launch)
     volumes = {**server.get("volumes", {}), str(ENTRY): {"bind": IN_IMAGE, "mode": "ro"}}
     kwargs = {
         "image": image or server["image"],
@@ -107,20 +109,6 @@ def check_argv(candidate: Candidate, asked: EngineQuestion, *, image: str | None
         "auto_remove": True,
     }
     return shlex.split(render_docker_run(kwargs))
-
-
-def launch_env(candidate: Candidate) -> dict[str, str]:
-    """Every variable the server is started with: the candidate's, and for a container those
-    the launcher adds (the hub cache, offline mode)."""
-    if candidate.launcher_kind != "docker":
-        return candidate.env()
-    return dict(_server_kwargs(candidate, "plan")["environment"])
-
-
-def _server_kwargs(candidate: Candidate, run_id: str) -> dict[str, Any]:
-    from tp2qual.serving.launchers.docker.run_args import SESSION, run_kwargs
-
-    return run_kwargs(candidate, port=0, run_id=run_id, session=SESSION, wsl2=False)
 
 
 def platform_of(candidate: Candidate) -> str:
@@ -137,12 +125,11 @@ class EngineRun:
     answer: dict[str, Any] | None  # the entry's JSON line; None when it printed none
 
 
-def ask_engine(candidate: Candidate, asked: EngineQuestion, *, image: str | None = None,
-               run_id: str = "check", timeout_s: float = TIMEOUT_S,
-               python: Path | None = None) -> EngineRun:  # fmt: skip
+def ask_engine(launch: ResolvedLaunch, asked: EngineQuestion, *, image: str | None = None,
+               timeout_s: float = TIMEOUT_S, python: Path | None = None) -> EngineRun:  # fmt: skip
     """Run the check bounded in time, with the server's environment."""
-    argv = check_argv(candidate, asked, image=image, run_id=run_id, python=python)
-    env = {**os.environ, **candidate.env()}
+    argv = check_argv(launch, asked, image=image, python=python)
+    env = {**os.environ, **launch.env}
     began = time.monotonic()
     try:
         done = subprocess.run(
@@ -175,17 +162,17 @@ def with_fallback(candidate: Candidate, answer: dict[str, Any]) -> dict[str, Any
     return {**answer, "static": static}
 
 
-def plan_lines(candidate: Candidate, run_id: str = "plan") -> list[str]:
+def plan_lines(candidate: Candidate, launch: ResolvedLaunch) -> list[str]:
     """What gate 00 asks the engine, for ``--plan``."""
-    asked, shown = question(candidate), Redactor(candidate.env())
+    asked, shown = question(candidate, launch), Redactor(candidate.env())
     if asked is None:
-        return [f"engine check: not run: {not_asked(candidate)}"]
-    where = "in the pinned image" if candidate.launcher_kind == "docker" else "in launch.python"
+        return [f"engine check: not run: {not_asked(launch)}"]
+    where = "in the pinned image" if launch.container else "in launch.python"
     prefix = engine_for(asked.engine).env_prefix or ""
     names = ", ".join(n for n in asked.env if n.startswith(prefix)) or f"no {prefix}* variable set"
     return [
         f"engine check, {where}: {asked.engine}'s own parser on the "
         f"{len(asked.args)} arguments after its entry point; its registry on the engine "
         f"variables ({names}); should its parser not import there: {env_basis(candidate)}",
-        "  " + shlex.join(check_argv(candidate, asked.redacted(shown), run_id=run_id)),
+        "  " + shlex.join(check_argv(launch, asked.redacted(shown))),
     ]

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tp2qual.artifacts.layout import atomic_write
 from tp2qual.checks import preflight
-from tp2qual.evidence.layout import atomic_write
 
 BLOCK = 1 << 24
 

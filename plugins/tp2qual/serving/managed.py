@@ -19,8 +19,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from tp2qual.artifacts.layout import Evidence
 from tp2qual.candidate import Candidate
-from tp2qual.evidence.layout import Evidence
+from tp2qual.launch import ResolvedLaunch, resolve_launch
 from tp2qual.redact import Redactor
 from tp2qual.serving.identity import engine_identity, model_identity
 from tp2qual.serving.interrupts import interrupts_deferred
@@ -41,24 +42,21 @@ def build_launcher(
     pull: bool = False,
     device_ids: Sequence[str] = (),
     wsl2: bool | None = None,
+    launch: ResolvedLaunch | None = None,
 ) -> Launcher:
     """The candidate's launcher; constructing it starts nothing (``--plan`` relies on that).
-    ``wsl2``: whether the serving host runs WSL2, when known from its GPU snapshot."""
-    if candidate.launcher_kind == "docker":
+    ``launch``: the run's resolved launch (else resolved here from ``run_id``, ``device_ids``
+    and ``wsl2``, whether the serving host runs WSL2, when known from its GPU snapshot)."""
+    launch = launch or resolve_launch(candidate, run_id=run_id, device_ids=device_ids, wsl2=wsl2)
+    if launch.container is not None:
         from tp2qual.serving.launchers.docker.launcher import DockerLauncher
 
         return DockerLauncher(
-            candidate,
-            log_path,
-            redactor,
-            run_id=run_id,
-            pull=pull,
-            device_ids=device_ids,
-            wsl2=wsl2,
+            candidate, log_path, redactor, run_id=run_id, pull=pull, launch=launch
         )
     from tp2qual.serving.launchers.process import ProcessLauncher
 
-    return ProcessLauncher(candidate, log_path, redactor)
+    return ProcessLauncher(candidate, log_path, redactor, launch=launch)
 
 
 class ManagedServer:

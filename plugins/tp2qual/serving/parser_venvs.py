@@ -17,6 +17,7 @@ from typing import Any
 
 from tp2qual.candidate import Candidate, cache_dir
 from tp2qual.checks.verdict import Verdict
+from tp2qual.launch import ResolvedLaunch, resolve_launch
 from tp2qual.serving.engine_check import EngineQuestion, question
 
 # (engine, version) -> the venv under the tp2qual cache (scripts/install-engine-parsers.sh).
@@ -38,8 +39,8 @@ def parser_python(engine: str, version: str | None) -> Path | None:
 
 
 def question_key(asked: EngineQuestion) -> str:
-    """sha256 of the question with revisions and unfilled pins masked."""
-    text = _REVISION.sub("<pin>", asked.as_json())
+    """sha256 of the question with revisions, unfilled pins and the port masked."""
+    text = _REVISION.sub("<pin>", asked.portless().as_json())
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -73,9 +74,9 @@ def recorded_answers() -> dict[str, Any]:
     return loaded
 
 
-def plan_lines(candidate: Candidate) -> list[str]:
+def plan_lines(candidate: Candidate, launch: ResolvedLaunch) -> list[str]:
     """The recorded answer on this exact launch, or why there is none."""
-    asked = question(candidate)
+    asked = question(candidate, launch)
     if asked is None:
         return []
     version = candidate.spec["engine"].get("version")
@@ -108,11 +109,12 @@ def ask_parser(candidate: Candidate) -> dict[str, Any] | None:
     from tp2qual.checks.engine_answer import judge
     from tp2qual.serving.engine_check import ask_engine, platform_of, with_fallback
 
-    asked, version = question(candidate), candidate.spec["engine"].get("version")
+    launch = resolve_launch(candidate, run_id="check")
+    asked, version = question(candidate, launch), candidate.spec["engine"].get("version")
     python = parser_python(candidate.engine, version) if asked else None
     if asked is None or python is None or version is None:
         return None
-    run = ask_engine(candidate, asked, python=python)
+    run = ask_engine(launch, asked, python=python)
     if run.answer is None:
         raise RuntimeError(f"{candidate.name}: the engine check printed no answer: "
                            f"{run.output[-1500:]}")  # fmt: skip

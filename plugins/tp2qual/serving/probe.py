@@ -16,6 +16,7 @@ from pathlib import Path
 
 from tp2qual.candidate import Candidate
 from tp2qual.candidate_file import fill
+from tp2qual.launch import resolve_launch
 from tp2qual.serving import nccl_probe
 
 PROBE_FILE = Path(nccl_probe.__file__)
@@ -57,16 +58,12 @@ def probe_argv(
         # The engine's Python: its torch is the one whose backend is being vouched for.
         return [str(candidate.python()), str(PROBE_FILE), *args]
     from tp2qual.serving.launchers.docker.run_args import (
-        SESSION,
-        is_wsl2,
         probe_kwargs,
         render_docker_run,
         run_kwargs,
     )
 
-    server = run_kwargs(
-        candidate, port=0, run_id=run_id, session=SESSION, wsl2=is_wsl2(), device_ids=device_ids
-    )
+    server = run_kwargs(resolve_launch(candidate, run_id=run_id, device_ids=device_ids))
     return shlex.split(render_docker_run(probe_kwargs(server, PROBE_FILE, IN_IMAGE, args)))
 
 

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 import httpx
 
+from tp2qual.artifacts.layout import Evidence
 from tp2qual.budget import TimeBudget
 from tp2qual.candidate import Candidate
 from tp2qual.checks.diagnosis.model import lines_of
@@ -30,7 +31,6 @@ from tp2qual.checks.replies import (
     stream_usage,
     usage_count,
 )
-from tp2qual.evidence.layout import Evidence
 from tp2qual.exceptions import MalformedReply, ResponseTimeout, ServerDied
 from tp2qual.serving.launchers.base import Launcher
 

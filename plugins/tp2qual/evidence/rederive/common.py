@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tp2qual.artifacts.claims import same
 from tp2qual.checks.verdict import NotJudged, Verdict
-from tp2qual.evidence.claims import same
 
 RESOLVED_CANDIDATE = "identity/candidate.json"  # written before the candidate's first gate
 

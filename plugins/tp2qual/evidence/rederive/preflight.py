@@ -5,7 +5,8 @@
   names are hashed again and must give the digests recorded;
 * the image pin: ``identity/image.json`` by ``checks.preflight.judge_image_pin``;
 * the engine check: the engine's recorded answer (``engine_check.json``) through
-  ``checks.engine_answer.judge``;
+  ``checks.engine_answer.judge``; the launch it asked about must be the one that started
+  (``launch.json``'s argv, both from one resolved launch: tp2qual/launch.py);
 * the GPUs: ``topology.json`` (NVML's snapshot) with the candidate's ``[gpus]``, its TP size
   and the run's ``--allow-busy`` / ``--desktop-mib`` by ``checks.preflight.judge_gpus``;
   ``busy.json`` must be what that gives.
@@ -16,10 +17,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from tp2qual.artifacts.layout import sha256_of
 from tp2qual.checks import preflight as checks
 from tp2qual.checks.engine_answer import judge as judge_engine_answer
 from tp2qual.checks.verdict import NotJudged
-from tp2qual.evidence.layout import sha256_of
 from tp2qual.evidence.rederive.common import (
     RESOLVED_CANDIDATE,
     GateRun,
@@ -30,6 +31,7 @@ from tp2qual.evidence.rederive.common import (
 )
 
 ENGINE_CHECK = "engine_check.json"  # gate 00's engine answer (tests/test_00_preflight.py)
+LAUNCH = "launch.json"  # what the server started (serving/managed.py)
 MODEL, IMAGE = "identity/model.json", "identity/image.json"
 BUSY, TOPOLOGY = "busy.json", "topology.json"
 
@@ -106,6 +108,21 @@ def _engine_check(run: GateRun, out: Rederived) -> None:
     out.compare(ENGINE_CHECK, ENGINE_CHECK, recorded, **new)
     out.rows[ENGINE_CHECK] = [{**recorded, **new}]
     out.judged("test_engine_accepts_launch", verdict, ENGINE_CHECK)
+    _asked_is_started(run, recorded, out)
+
+
+def _asked_is_started(run: GateRun, recorded: dict[str, Any], out: Rederived) -> None:
+    """The argv the engine approved is the argv that started (a run recorded before gate 00
+    kept it, or one whose server never started, has nothing to compare)."""
+    started = run.json(LAUNCH)
+    if "launch_argv" not in recorded or not isinstance(started, dict) or "argv" not in started:
+        return
+    if recorded["launch_argv"] != started["argv"]:
+        what = f"{ENGINE_CHECK} launch_argv (vs {LAUNCH} argv)"
+        out.mismatches.append(
+            Mismatch(ENGINE_CHECK, what, recorded["launch_argv"], started["argv"])
+        )
+    out.read.append(LAUNCH)
 
 
 def _gpus(run: GateRun, out: Rederived) -> None:

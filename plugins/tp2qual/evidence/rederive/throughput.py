@@ -15,8 +15,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from tp2qual.artifacts.layout import read_json_object
 from tp2qual.checks.replies import stream_usage
-from tp2qual.evidence.layout import read_json_object
 from tp2qual.evidence.rederive.common import GateRun, Rederived, chunks_of
 from tp2qual.evidence.throughput_reference import recorded_bases
 from tp2qual.perf import floors

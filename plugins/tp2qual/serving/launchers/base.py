@@ -17,6 +17,8 @@ from typing import Any, Protocol
 
 from tp2qual.candidate import Candidate
 from tp2qual.exceptions import PortInUse
+from tp2qual.launch import ResolvedLaunch
+from tp2qual.launch import free_port as free_port  # tunnels and self-tests pick ports with it
 from tp2qual.redact import Redactor
 from tp2qual.serving.logsink import LogSink
 
@@ -51,6 +53,7 @@ class StopReport:
 class Launcher(Protocol):
     kind: str
     candidate: Candidate
+    launch: ResolvedLaunch
     base_url: str
     log: LogSink
 
@@ -59,12 +62,6 @@ class Launcher(Protocol):
     def stop(self) -> StopReport: ...
     def identity(self) -> dict[str, Any]: ...
     def plan(self) -> str: ...
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
 
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
@@ -103,14 +100,18 @@ def wait_group_gone(pgid: int, timeout_s: float = 5.0) -> list[int]:
 
 
 class LauncherBase:
-    """Settings every launcher has; constructing one starts nothing (``--plan`` relies on it)."""
+    """Settings every launcher has; constructing one starts nothing (``--plan`` relies on it).
+    ``launch``: the candidate's resolved launch (tp2qual.launch), the only argv it starts."""
 
     kind = "base"
 
-    def __init__(self, candidate: Candidate, log_path: Path, redactor: Redactor, port: int = 0):
+    def __init__(
+        self, candidate: Candidate, launch: ResolvedLaunch, log_path: Path, redactor: Redactor
+    ):
         self.candidate = candidate
-        self.port = port or candidate.launch.get("port", 0) or free_port()
-        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.launch = launch
+        self.port = launch.port
+        self.base_url = launch.base_url
         self.log = LogSink(log_path, redactor)
         self._redactor = redactor
         self._stopped: StopReport | None = None

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tp2qual.candidate import Candidate
+from tp2qual.launch import ResolvedLaunch, resolve_launch
 from tp2qual.redact import Redactor
 from tp2qual.serving.interrupts import interrupts_deferred
 from tp2qual.serving.launchers.base import (
@@ -30,23 +31,32 @@ class ProcessLauncher(LauncherBase):
 
     kind = "process"
 
-    def __init__(self, candidate: Candidate, log_path: Path, redactor: Redactor, port: int = 0):
-        super().__init__(candidate, log_path, redactor, port)
+    def __init__(
+        self,
+        candidate: Candidate,
+        log_path: Path,
+        redactor: Redactor,
+        port: int = 0,
+        *,
+        launch: ResolvedLaunch | None = None,
+    ):
+        launch = launch or resolve_launch(candidate, port=port)
+        super().__init__(candidate, launch, log_path, redactor)
         self._proc: subprocess.Popen[bytes] | None = None
 
     def argv(self) -> list[str]:
-        return self.candidate.argv(port=self.port)
+        return list(self.launch.argv)
 
     def plan(self) -> str:
         env = " ".join(
-            f"{k}={shlex.quote(v)}" for k, v in self._redactor.mapping(self.candidate.env()).items()
+            f"{k}={shlex.quote(v)}" for k, v in self._redactor.mapping(self.launch.env).items()
         )
         command = shlex.join(self._redactor.argv(self.argv()))
         return f"{env} {command}".strip()
 
     def start(self) -> None:
         self.refuse_busy_port()
-        env = {**os.environ, **self.candidate.env()}
+        env = {**os.environ, **self.launch.env}
         with interrupts_deferred():  # once forked, the pid must be ours to stop
             self._proc = subprocess.Popen(
                 self.argv(),
@@ -108,6 +118,6 @@ class ProcessLauncher(LauncherBase):
             "launcher": self.kind,
             "pid": self._proc.pid if self._proc else None,
             "argv": self._redactor.argv(self.argv()),
-            "env": self._redactor.mapping(self.candidate.env()),
+            "env": self._redactor.mapping(dict(self.launch.env)),
             "base_url": self.base_url,
         }

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from tp2qual import gpu
+from tp2qual.launch import RUN_LABEL, SESSION, SESSION_LABEL
 from tp2qual.serving.launchers.docker.engine import docker_client
-from tp2qual.serving.launchers.docker.run_args import RUN_LABEL, SESSION, SESSION_LABEL
 
 IN_CONTAINER = "/tmp/tp2qual_gpu.py"
 

@@ -6,8 +6,9 @@ verified image, starts it and streams its logs into the sink. ``poll()`` reloads
 every call. ``stop()`` keeps the evidence (log streamed, ``container-inspect.json``) before the
 container is removed (testcontainers' ``stop()`` loses both) and is safe to call twice.
 
-One function (``run_kwargs``) builds the SDK arguments; ``start()`` passes them to
-``containers.create`` and ``plan()`` renders them as ``docker run``: the two cannot drift.
+One function (``run_kwargs``) turns the resolved launch (``tp2qual.launch``) into the SDK
+arguments; ``start()`` passes them to ``containers.create`` and ``plan()`` renders them as
+``docker run``: the two cannot drift.
 Everything we create carries the labels below; ``sweep`` removes leftovers by label.
 """
 
@@ -20,11 +21,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from tp2qual.artifacts.layout import atomic_write
 from tp2qual.candidate import Candidate
 from tp2qual.checks.preflight import image_matches, model_label_problem
 from tp2qual.engine_env import candidate_env_problems
-from tp2qual.evidence.layout import atomic_write
 from tp2qual.exceptions import CandidateError, PinMismatch, StartupExited
+from tp2qual.image_ref import image_reference, is_by_digest, split_image
+from tp2qual.launch import SESSION, ResolvedLaunch, resolve_launch
 from tp2qual.redact import Redactor
 from tp2qual.serving.launchers.base import (
     Exited,
@@ -33,13 +36,10 @@ from tp2qual.serving.launchers.base import (
     wait_port_free,
 )
 from tp2qual.serving.launchers.docker.engine import open_client
-from tp2qual.serving.launchers.docker.image_ref import image_reference, is_by_digest, split_image
 from tp2qual.serving.launchers.docker.pins import Pin, resolve_pin
 from tp2qual.serving.launchers.docker.run_args import (
     INSPECT_FILE,
-    SESSION,
     gpu_request,
-    is_wsl2,
     render_docker_run,
     run_kwargs,
     sdk_kwargs,
@@ -72,13 +72,19 @@ class DockerLauncher(LauncherBase):
         device_ids: Sequence[str] = (),
         session: str = SESSION,
         wsl2: bool | None = None,
+        launch: ResolvedLaunch | None = None,
     ):
-        super().__init__(candidate, log_path, redactor, port)
+        """``launch``: the run's resolved launch; without one it is resolved here from the
+        port, run id, session, WSL2 and device ids given."""
+        launch = launch or resolve_launch(
+            candidate, port=port, run_id=run_id, session=session, wsl2=wsl2, device_ids=device_ids
+        )
+        if launch.container is None:
+            raise CandidateError("not a Docker launch", candidate=candidate.name)
+        super().__init__(candidate, launch, log_path, redactor)
+        self.container = launch.container
         self.run_id = run_id
         self.pull = pull
-        self.device_ids = tuple(device_ids)
-        self.session = session
-        self._wsl2 = wsl2
         self._client = client
         self._own_client = client is None
         self._container: Any = None
@@ -94,19 +100,10 @@ class DockerLauncher(LauncherBase):
 
     @property
     def wsl2(self) -> bool:
-        if self._wsl2 is None:
-            self._wsl2 = is_wsl2()
-        return self._wsl2
+        return self.container.wsl2
 
     def run_kwargs(self) -> dict[str, Any]:
-        return run_kwargs(
-            self.candidate,
-            port=self.port,
-            run_id=self.run_id,
-            session=self.session,
-            wsl2=self.wsl2,
-            device_ids=self.device_ids,
-        )
+        return run_kwargs(self.launch)
 
     def plan(self) -> str:
         return render_docker_run(self.run_kwargs(), self._redactor)
@@ -116,7 +113,7 @@ class DockerLauncher(LauncherBase):
     def start(self) -> None:
         from docker.errors import APIError
 
-        kwargs = self.run_kwargs()  # a bad mount or placeholder fails here, before Docker
+        kwargs = self.run_kwargs()
         if unknown := candidate_env_problems(self.candidate):  # set, but the engine ignores it
             raise CandidateError("; ".join(unknown), candidate=self.candidate.name)
         client = self._docker()
@@ -365,7 +362,7 @@ class DockerLauncher(LauncherBase):
     def identity(self) -> dict[str, Any]:
         kwargs = self.run_kwargs()
         _, gpu_mode = gpu_request(
-            self.candidate.gpus.get("count", 0), wsl2=self.wsl2, device_ids=self.device_ids
+            self.container.gpus, wsl2=self.wsl2, device_ids=self.container.device_ids
         )
         pin = self._pin.as_dict() if self._pin else _pin_or_error(self.candidate)
         config = self._image.get("Config") or {}
@@ -381,10 +378,10 @@ class DockerLauncher(LauncherBase):
             "container_name": kwargs["name"],
             "labels": kwargs["labels"],
             "run_kwargs": kwargs | {"environment": self._redactor.mapping(kwargs["environment"])},
-            "argv": self._redactor.argv(kwargs["command"]),
+            "argv": self._redactor.argv(list(self.launch.argv)),
             "env": self._redactor.mapping(kwargs["environment"]),
             "gpu_request": gpu_mode,
-            "shm_size": self.candidate.launch["docker"].get("shm_size"),
+            "shm_size": self.container.shm_size,
             "wsl2": self.wsl2,
             "pull": self.pull,
             "base_url": self.base_url,

@@ -4,30 +4,16 @@ so the two cannot drift. Labels mark everything we create."""
 
 from __future__ import annotations
 
-import os
-import re
 import shlex
-import socket
-import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tp2qual.candidate import Candidate
-from tp2qual.candidate_file import fill
-from tp2qual.exceptions import CandidateError
 from tp2qual.gpu import host_info
+from tp2qual.launch import ResolvedLaunch
 from tp2qual.redact import MASK, Redactor, is_secret_name
-from tp2qual.serving.launchers.docker.image_ref import image_reference
-
-RUN_LABEL = "tp2qual.run"
-CANDIDATE_LABEL = "tp2qual.candidate"
-SESSION_LABEL = "tp2qual.session"
-# host:pid:random: one per Python process, so a sweep can tell a live session from a dead one.
-SESSION = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 INSPECT_FILE = "container-inspect.json"
-CONTAINER_HF_CACHE = "/root/.cache/huggingface/hub"
 
 
 def is_wsl2() -> bool:
@@ -80,61 +66,31 @@ def gpu_request(
     )
 
 
-def parse_mount(entry: str, values: Mapping[str, str], base: Path) -> tuple[str, str]:
-    """``host:container[:ro]`` -> (absolute host path, container path); read-write refused."""
-    parts = fill(entry, values).split(":")
-    if len(parts) not in (2, 3) or not parts[0] or not parts[1]:
-        raise CandidateError(f"launch.docker.mounts: {entry!r} is not host:container[:ro]")
-    if len(parts) == 3 and set(parts[2].split(",")) - {"ro", "z", "Z"}:
-        raise CandidateError(f"launch.docker.mounts: {entry!r}: mounts are read-only (:ro)")
-    host = Path(parts[0]).expanduser()
-    return str(host if host.is_absolute() else (base / host).resolve()), parts[1]
-
-
-def run_kwargs(
-    candidate: Candidate,
-    *,
-    port: int,
-    run_id: str,
-    session: str,
-    wsl2: bool,
-    device_ids: Sequence[str] = (),
-) -> dict[str, Any]:
-    """Keyword arguments for ``client.containers.create`` (and, rendered, for ``docker run``)."""
-    docker = candidate.launch["docker"]
-    values = candidate.placeholders(port=port) | {"python": "python3"}
-    env = candidate.env() | {"HF_HUB_OFFLINE": "1"}
-    volumes: dict[str, dict[str, str]] = {}
-    if hf_cache := candidate.model.get("hf_cache"):
-        volumes[str(Path(hf_cache).expanduser())] = {"bind": CONTAINER_HF_CACHE, "mode": "ro"}
-        env.setdefault("HF_HUB_CACHE", CONTAINER_HF_CACHE)
-    for entry in docker.get("mounts", []):
-        host, inside = parse_mount(entry, values, candidate.path.parent)
-        volumes[host] = {"bind": inside, "mode": "ro"}
-    requests, _ = gpu_request(candidate.gpus.get("count", 0), wsl2=wsl2, device_ids=device_ids)
+def run_kwargs(launch: ResolvedLaunch) -> dict[str, Any]:
+    """Keyword arguments for ``client.containers.create`` (and, rendered, for ``docker run``):
+    the resolved launch in the SDK's shape, nothing filled or chosen here."""
+    container = launch.container
+    if container is None:
+        raise ValueError(f"{launch.candidate}: a {launch.kind} launch has no container")
+    requests, _ = gpu_request(container.gpus, wsl2=container.wsl2, device_ids=container.device_ids)
     kwargs: dict[str, Any] = {
-        # repo@digest for a digest pin without a tag: Docker reads a bare repo as :latest
-        "image": image_reference(docker["image"], docker["pin"]),
-        "command": [fill(part, values) for part in candidate.command],
-        "name": container_name(candidate.name, run_id),
+        "image": container.image,
+        "command": list(launch.command),
+        "name": container.name,
         "detach": True,
         "init": True,  # tini as PID 1: signals reach the engine, zombies are reaped
-        "environment": env,
-        "labels": {RUN_LABEL: run_id, CANDIDATE_LABEL: candidate.name, SESSION_LABEL: session},
+        "environment": dict(launch.env),
+        "labels": dict(container.labels),
         "network_mode": "host",  # only 127.0.0.1 is ever a target; no bridge networks here
     }
-    if "entrypoint" in docker:
-        kwargs["entrypoint"] = list(docker["entrypoint"])
-    if docker.get("ipc_host") or docker.get("shm_size"):
-        # NCCL's SHM transport needs a large /dev/shm: the host's. A shm_size asks for the same
-        # (Docker sizes only a private /dev/shm, so it is recorded in identity(), not passed).
+    if container.entrypoint:
+        kwargs["entrypoint"] = list(container.entrypoint)
+    if container.ipc_host:
         kwargs["ipc_mode"] = "host"
-    if docker.get("ulimits"):
-        kwargs["ulimits"] = [
-            {"Name": k, "Soft": v, "Hard": v} for k, v in sorted(docker["ulimits"].items())
-        ]
-    if volumes:
-        kwargs["volumes"] = volumes
+    if container.ulimits:
+        kwargs["ulimits"] = [{"Name": k, "Soft": v, "Hard": v} for k, v in container.ulimits]
+    if container.mounts:
+        kwargs["volumes"] = {m.host: {"bind": m.inside, "mode": m.mode} for m in container.mounts}
     if requests:
         kwargs["device_requests"] = requests
     return kwargs
@@ -160,10 +116,6 @@ def probe_kwargs(
         "labels": {**server.get("labels", {}), PROBE_LABEL: "1"},
         "auto_remove": True,
     }
-
-
-def container_name(candidate: str, run_id: str) -> str:
-    return re.sub(r"[^a-zA-Z0-9_.-]", "-", f"tp2qual-{candidate}-{run_id}")
 
 
 def sdk_kwargs(kwargs: Mapping[str, Any]) -> dict[str, Any]:

@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from tp2qual.launch import RUN_LABEL, SESSION, SESSION_LABEL
 from tp2qual.redact import MASK, is_secret_name
 from tp2qual.serving.launchers.base import Exited
-from tp2qual.serving.launchers.docker.run_args import RUN_LABEL, SESSION, SESSION_LABEL
 
 log = logging.getLogger(__name__)
 

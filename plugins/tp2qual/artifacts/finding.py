@@ -18,9 +18,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from tp2qual.artifacts.claims import Claim, stamp
+from tp2qual.artifacts.layout import FINDING, Evidence
 from tp2qual.candidate import GATES, Candidate
-from tp2qual.evidence.claims import Claim, stamp
-from tp2qual.evidence.layout import FINDING, Evidence
 
 
 class Outcome(StrEnum):
