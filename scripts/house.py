@@ -36,11 +36,12 @@ floors
 walk
     the rooms a pytest run enters, in order: every Python call under the package whose
     arguments include a ``tp2qual.candidate.Candidate`` (scripts/house_walk.py traces them
-    with ``sys.setprofile``). Of the ordered rooms (consecutive repeats collapsed): the rooms
-    entered; the climbs back up (calls into a room on a higher floor than the caller's room,
-    or between two rooms of one component); the returns (entries into a room already entered
-    earlier). Each figure comes twice: for every such call, and without the candidate's own
-    methods (the candidate only as ``self``: ``candidate.name`` and the like).
+    with ``sys.setprofile``). The figures: the rooms entered; the climbs back up (calls into
+    a room on a higher floor than the caller's room, or between two rooms of one component);
+    the returns to a room once left (a call that comes back into a room its own call path had
+    left: A > B > A, the path being the candidate's calls on the stack above it). Each figure
+    comes twice: for every such call, and without the candidate's own methods (the candidate
+    only as ``self``: ``candidate.name`` and the like, which read its data and call nothing).
 """
 
 from __future__ import annotations
@@ -109,7 +110,7 @@ class Steps:
     sequence: list[str]  # rooms entered, consecutive repeats collapsed
     rooms_entered: list[str] = field(default_factory=list)  # distinct, first entry first
     climbs: list[dict[str, Any]] = field(default_factory=list)  # calls, as the trace has them
-    returns: list[dict[str, Any]] = field(default_factory=list)  # at, room, from
+    returns: list[dict[str, Any]] = field(default_factory=list)  # path, callee, count
 
     @property
     def climb_calls(self) -> int:
@@ -366,15 +367,22 @@ def is_climb(drawing: Drawing, caller: str | None, callee: str | None) -> bool:
 
 
 def steps_of(
-    drawing: Drawing, sequence: Sequence[str], calls: Iterable[Mapping[str, Any]]
+    drawing: Drawing,
+    sequence: Sequence[str],
+    calls: Iterable[Mapping[str, Any]],
+    paths: Iterable[Mapping[str, Any]] = (),
 ) -> Steps:
-    """Rooms entered, climbs back up and returns of one collapsed sequence and its calls."""
+    """Rooms entered, climbs back up and returns of one collapsed sequence, its calls and
+    their call paths."""
     steps = Steps(list(sequence))
-    for i, room in enumerate(sequence):
-        if room in steps.rooms_entered:
-            steps.returns.append({"at": i, "room": room, "from": sequence[i - 1]})
-        else:
+    for room in sequence:
+        if room not in steps.rooms_entered:
             steps.rooms_entered.append(room)
+    steps.returns = [
+        {"path": list(p["path"]), "callee": p["callee"], "count": p["count"]}
+        for p in paths
+        if p.get("returns")
+    ]
     steps.climbs = [
         dict(call)
         for call in calls
@@ -388,11 +396,13 @@ def read_walk(
 ) -> Walk:
     """The walk's figures from the trace house_walk.py wrote."""
     calls = [dict(c) for c in trace.get("calls", [])]
-    every = steps_of(drawing, trace.get("sequence", []), calls)
+    paths = [dict(p) for p in trace.get("paths", [])]
+    every = steps_of(drawing, trace.get("sequence", []), calls, paths)
     passing = steps_of(
         drawing,
         trace.get("sequence_without_own_methods", []),
         [c for c in calls if not c.get("own")],
+        [p for p in paths if not p.get("own")],
     )
     return Walk(command, rc, output[-2000:], calls, every, passing)
 
@@ -462,7 +472,8 @@ def walk_json(walk: Walk) -> dict[str, Any]:
             "steps": len(steps.sequence),
             "climb_calls": steps.climb_calls,
             "climbs_distinct": len(steps.climbs),
-            "returns": len(steps.returns),
+            "return_calls": sum(r["count"] for r in steps.returns),
+            "returns_distinct": len(steps.returns),
         }
     return out
 
@@ -528,18 +539,17 @@ def render_walk(walk: Walk) -> list[str]:
 def render_steps(steps: Steps) -> list[str]:
     shown = " > ".join(steps.sequence[:SHOWN_STEPS])
     more = len(steps.sequence) - SHOWN_STEPS
-    returns: dict[str, int] = {}
-    for r in steps.returns:
-        returns[r["room"]] = returns.get(r["room"], 0) + 1
+    calls_back = sum(r["count"] for r in steps.returns)
     out = [
         f"rooms entered: {len(steps.rooms_entered)}   steps: {len(steps.sequence)}   "
         f"climbs back up: {steps.climb_calls} calls ({len(steps.climbs)} distinct)   "
-        f"returns: {len(steps.returns)}",
+        f"returns to a room once left: {calls_back} calls ({len(steps.returns)} distinct)",
         f"entered, in order: {', '.join(steps.rooms_entered) or '-'}",
         f"sequence: {shown or '-'}" + (f" > ... ({more} more)" if more > 0 else ""),
-        "returns by room: "
-        + (", ".join(f"{room} {n}" for room, n in sorted(returns.items())) or "-"),
     ]
+    if steps.returns:
+        out.append("returns (path > callee x calls):")
+        out += [f"  {' > '.join(r['path'])}: {r['callee']} x{r['count']}" for r in steps.returns]
     if steps.climbs:
         out.append("climbs (caller room -> callee room: callee x calls):")
         out += [

@@ -12,8 +12,12 @@ file, None outside the package) are recorded. At the end of the run (or of the p
 JSON file ``HOUSE_WALK_OUT`` gets ``sequence``: the rooms entered in order, consecutive repeats
 collapsed; ``sequence_without_own_methods``: the same without the calls of the candidate's own
 methods (the candidate is ``self`` and no other argument), which only read the candidate's own
-data; and ``calls``: each (caller room, callee room, callee, own method or not) with its count,
-first seen first. Stdlib only; nothing of the package is imported here.
+data; ``calls``: each (caller room, callee room, callee, own method or not) with its count,
+first seen first; and ``paths``: each call's path, the rooms of the calls given the candidate
+that are on the stack above it (consecutive repeats collapsed, its own room last), with
+``returns`` true where the call comes back into a room its path had left (A > B > A: a
+call from B into A, with A above B on the stack). Stdlib only;
+nothing of the package is imported here.
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ class Tracer:
         self.sequence: list[str] = []  # every call given the candidate
         self.passed: list[str] = []  # the candidate's own methods left out
         self.calls: dict[tuple[str | None, str, str, bool], int] = {}
+        self.active: dict[int, tuple[str, bool]] = {}  # frame id -> room, own: on the stack now
+        self.paths: dict[tuple[tuple[str, ...], str, bool, bool], int] = {}
         self.written = False
 
     def room_of(self, filename: str) -> str | None:
@@ -66,6 +72,9 @@ class Tracer:
         return known
 
     def profile(self, frame: FrameType, event: str, arg: object) -> None:
+        if event == "return":
+            self.active.pop(id(frame), None)
+            return
         if event != "call":
             return
         code = frame.f_code
@@ -90,6 +99,26 @@ class Tracer:
         callee = f"{Path(code.co_filename).name}:{code.co_qualname}"
         key = (caller_room, room, callee, own)
         self.calls[key] = self.calls.get(key, 0) + 1
+        above = self.path_above(frame, own)
+        came_back = bool(above) and above[-1] != room and room in above
+        path = (*above, room) if not above or above[-1] != room else tuple(above)
+        key2 = (path, callee, own, came_back)
+        self.paths[key2] = self.paths.get(key2, 0) + 1
+        self.active[id(frame)] = (room, own)
+
+    def path_above(self, frame: FrameType, own: bool) -> list[str]:
+        """The rooms of the candidate's calls on the stack above ``frame``, outermost first
+        (for a call not of the candidate's own methods, those methods left out)."""
+        rooms: list[str] = []
+        caller = frame.f_back
+        while caller is not None:
+            if (entry := self.active.get(id(caller))) is not None and (own or not entry[1]):
+                rooms.append(entry[0])
+            caller = caller.f_back
+        collapsed: list[str] = []
+        for room in reversed(rooms):
+            enter(collapsed, room)
+        return collapsed
 
     def write(self, out: Path) -> None:
         if self.written:
@@ -105,11 +134,22 @@ class Tracer:
             }
             for (caller, callee, name, own), count in self.calls.items()
         ]
+        paths = [
+            {
+                "path": list(path),
+                "callee": name,
+                "own": own,
+                "count": count,
+                "returns": came_back,
+            }
+            for (path, name, own, came_back), count in self.paths.items()
+        ]
         trace = {
             "package_dir": str(PACKAGE_DIR),
             "sequence": self.sequence,
             "sequence_without_own_methods": self.passed,
             "calls": calls,
+            "paths": paths,
         }
         out.write_text(json.dumps(trace, indent=1), encoding="utf-8")
 
