@@ -37,6 +37,10 @@ def test_every_fact_says_where_it_came_from(kind: str) -> None:
         "kv_capacity": engine.kv_capacity,
         "over_length": True,  # every engine answers an over-length prompt somehow
         "log_lines": engine.log_lines,
+        "log_stamp": engine.log_stamp,
+        "step_watch": engine.step_watch,
+        "metric_counters": engine.metric_counters,
+        "python_package": engine.python_package,
     }
     sources = engine.sources
     unsourced = [fact for fact, value in stated.items() if value and fact not in sources]
@@ -48,6 +52,10 @@ def test_every_fact_says_where_it_came_from(kind: str) -> None:
         assert re.search(r"\d+\.\d+", where), f"{kind} {fact}: no version in {where!r}"
     for pattern in engine.log_lines.values():
         re.compile(pattern)
+    assert engine.log_stamp is None or re.compile(engine.log_stamp).groups == 5  # M D h m s
+    if engine.step_watch:
+        assert {"s"} <= set(re.compile(engine.step_watch.wait).groupindex)
+        assert {"method"} <= set(re.compile(engine.step_watch.gave_up).groupindex)
     for pattern in engine.over_length.messages:
         re.compile(pattern)
 

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from tp2qual.engines import sglang, vllm
+from tp2qual.engines import engine_for, sglang, vllm
 from tp2qual.perf.metrics import (
     histogram_totals,
     llama_perf_decode_s,
@@ -20,6 +20,7 @@ from tp2qual.perf.metrics import (
 
 MODEL = "Qwen/Qwen3.5-122B-A10B-NVFP4"
 VLLM, SGLANG = vllm.ENGINE.histograms, sglang.ENGINE.histograms  # the names each engine exports
+LLAMA_CPP = engine_for("llama.cpp")  # its server's counters, its log's perf line
 
 
 def vllm_text(ttft: tuple[float, int], itl: tuple[float, int], e2e: tuple[float, int]) -> str:
@@ -178,10 +179,12 @@ def test_llamacpp_counters_give_per_token_seconds_over_the_window():
             "llamacpp:predicted_tokens_seconds 61.2\n"
         )
 
-    got = llamacpp_window(page(100, 2.0, 500, 1.0), page(740, 12.24, 1300, 1.8))
+    counters = LLAMA_CPP.metric_counters
+    got = llamacpp_window(page(100, 2.0, 500, 1.0), page(740, 12.24, 1300, 1.8), counters)
     assert got["decode_s_per_token"] == pytest.approx(0.016)
     assert got["prompt_s_per_token"] == pytest.approx(0.001)
-    assert llamacpp_window("", "") == {"decode_s_per_token": None, "prompt_s_per_token": None}
+    nothing = {"decode_s_per_token": None, "prompt_s_per_token": None}
+    assert llamacpp_window("", "", counters) == nothing
 
 
 def test_llama_server_timings_in_seconds():
@@ -221,7 +224,7 @@ llama_perf_context_print:       total time =    2100.00 ms /   249 tokens
 
 
 def test_llama_perf_blocks_from_a_llama_cpp_python_log():
-    blocks = llama_perf_from_log(LLAMA_CPP_PYTHON_LOG.splitlines())
+    blocks = llama_perf_from_log(LLAMA_CPP_PYTHON_LOG.splitlines(), LLAMA_CPP.log_lines["perf"])
     assert len(blocks) == 3
     assert blocks[1].prompt_tokens == 139 and blocks[1].eval_runs == 127
     assert blocks[1].ms_per_eval == pytest.approx(16.0)

@@ -33,14 +33,15 @@ from typing import Any
 
 from tp2qual.checks.nccl import clean_lines
 from tp2qual.checks.verdict import Verdict
-from tp2qual.engines import vllm
+from tp2qual.engines import any_engine_line
 
-# vLLM's own lines, from its module (tp2qual/engines/vllm.py, with their source).
-_STARTED = re.compile(vllm.RANK_STARTS)
-_FORMED = re.compile(vllm.GROUP_FORMED)
-_NAMED = re.compile(vllm.WORKER_NAMED_ANY)
-_DIED = re.compile(vllm.WORKER_DIED)
-_PREFIX = re.compile(vllm.PROCESS_PREFIX)
+# The engine's own lines (vLLM's today: tp2qual/engines/vllm.py, with their source). The gate
+# is not told the engine, so it reads every engine's lines of each name.
+_STARTED = any_engine_line("rank_starts")
+_FORMED = any_engine_line("group_formed")
+_NAMED = any_engine_line("worker_named_any")
+_DIED = any_engine_line("worker_died")
+_PREFIX = any_engine_line("process_prefix")
 _PROC_RANK = re.compile(r"-(?P<rank>\d+)$")  # VllmWorker-<rank>
 
 

@@ -136,6 +136,27 @@ class MemoryRule:
 
 
 @dataclass(frozen=True)
+class StepWatch:
+    """How the engine says a model step is late and when it gives up on it (the diagnosis's
+    ``stalled_step``). ``waiter`` (who waits on the workers' answer) logs ``wait`` (group ``s``:
+    the seconds) every ``interval_var`` seconds, and ``gave_up`` (group ``method``: the call) once
+    ``timeout_var`` (default ``timeout_default_s``) ran out; ``wait_said`` / ``gave_up_said``:
+    those lines in words (``{s}``, ``{method}`` filled in). Neither line names a rank:
+    ``no_rank`` says why, and ``worker`` is a worker process's title, to dump its stack."""
+
+    wait: str
+    wait_said: str
+    gave_up: str
+    gave_up_said: str
+    interval_var: str
+    timeout_var: str
+    timeout_default_s: int
+    waiter: str
+    worker: str
+    no_rank: str
+
+
+@dataclass(frozen=True)
 class Engine:
     kind: str  # candidate ``engine.kind``
     title: str  # how the evidence names it
@@ -149,6 +170,9 @@ class Engine:
     # name first; empty: the engine exports none (``metrics_path`` None: no /metrics at all).
     metrics_path: str | None = None
     histograms: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # Where the server exports cumulative counters instead: per phase (``decode``, ``prompt``),
+    # the (seconds, tokens) counters whose deltas give seconds per token (``perf/metrics.py``).
+    metric_counters: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     kv_capacity: KvCapacity | None = None
     # tool_choice mode ("named", "required", "auto") -> the finish reasons a correct call may
     # end with, and the rule in words; modes not named end "tool_calls".
@@ -163,8 +187,17 @@ class Engine:
     # arguments after it are the engine's own (gate 00 asks its parser about them).
     entry_modules: tuple[str, ...] = ()
     entry_script: tuple[str, str] | None = None
-    # Log lines the suite reads, by name -> regex (checks compile them).
+    # The Python package a process launch serves from, where it runs in the suite's own Python:
+    # (import name, distribution); a candidate of this engine cannot run here without it.
+    python_package: tuple[str, str] | None = None
+    # Log lines the suite reads, by name -> regex (checks compile them; a log whose engine is
+    # not known is read through ``engines.any_engine_line``).
     log_lines: Mapping[str, str] = field(default_factory=dict)
+    # The stamp the engine's own logger puts on its lines where it is not ISO's or glog's: a
+    # regex of five groups, month, day, hour, minute, second (the diagnosis times a hang by it).
+    log_stamp: str | None = None
+    # A model step the engine logs as late, and gives up on (``checks/diagnosis/steps.py``).
+    step_watch: StepWatch | None = None
     # The lines that name the backend the engine chose (``checks/kernels.py`` reads them), and
     # the launch flags that ask for one: flag -> the ``KernelLine.kind`` it asks for.
     kernel_lines: tuple[KernelLine, ...] = ()

@@ -32,6 +32,7 @@ ENGINE = Engine(
     identity_paths=(),  # no version endpoint: the installed package, or the image's label
     metrics_path=None,
     histograms={},
+    metric_counters=SERVER_COUNTERS,
     kv_capacity=None,  # one slot of n_ctx tokens: the bound itself
     tool_finish={},
     over_length=OverLength(
@@ -41,6 +42,7 @@ ENGINE = Engine(
     ),
     envelopes=(OPENAI_ERROR,),
     env_prefix=None,
+    python_package=("llama_cpp", "llama-cpp-python"),
     log_lines={"perf": PERF_LINE},
     reread_shift=1,
     sources={
@@ -56,6 +58,15 @@ ENGINE = Engine(
             "(repeat_penalty_field), top_k to 40, so 1.0 is stated; greedy at temperature 0"
         ),
         "identity_paths": "0.3.36 server has no version endpoint (llama_cpp/server/app.py)",
+        "python_package": (
+            "llama-cpp-python 0.3.36: the server is its llama_cpp.server module "
+            "(candidates/smollm2-135m-local.toml runs '{python} -m llama_cpp.server')"
+        ),
+        "metric_counters": (
+            "llama.cpp's own llama-server --metrics (tools/server/README.md): "
+            "llamacpp:prompt_tokens_total, prompt_seconds_total, tokens_predicted_total, "
+            "tokens_predicted_seconds_total; llama-cpp-python 0.3.36 has no /metrics"
+        ),
         "metrics_path": (
             "0.3.36: no /metrics and no timings in any response; the perf block in its log"
         ),

@@ -19,6 +19,7 @@ from tp2qual.engines.engine import (
     KvSupport,
     MemoryRule,
     OverLength,
+    StepWatch,
 )
 
 _DATA = "plugins/tests/data/vllm-0.32.0"
@@ -46,9 +47,21 @@ PROCESS_PREFIX = r"^\((?P<name>[\w-]+) pid=(?P<pid>\d+)\)"
 # :751), and gives up after VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS (default 300; envs.py) with
 # v1/executor/multiproc_executor.py:442's TimeoutError, which kills the engine. Neither line
 # names a rank: the executor waits only on its output rank (rank 0), itself in the collective.
-STEP_WAIT = r"No available shared memory broadcast block found in (?P<s>\d+) seconds"
-STEP_GAVE_UP = r"TimeoutError: RPC call to (?P<method>\w+) timed out"
-STEP_TIMEOUT_VAR = "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS"
+STEP_WATCH = StepWatch(
+    wait=r"No available shared memory broadcast block found in (?P<s>\d+) seconds",
+    wait_said="No available shared memory broadcast block found in {s} seconds",
+    gave_up=r"TimeoutError: RPC call to (?P<method>\w+) timed out",
+    gave_up_said="RPC call to {method} timed out.",
+    interval_var="VLLM_RINGBUFFER_WARNING_INTERVAL",
+    timeout_var="VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS",
+    timeout_default_s=300,
+    waiter="vLLM's engine core",
+    worker="VLLM::Worker_TP<r>",
+    no_rank="its executor waits only on rank 0's answer",
+)
+# vLLM's logger stamps its lines "LEVEL MM-DD HH:MM:SS [file:line]" (vllm/logger.py _FORMAT and
+# _DATE_FORMAT "%m-%d %H:%M:%S"; seen on 0.32.0 in plugins/tests/data/vllm-cpu-tp2/server.log).
+LOG_STAMP = r"\b(?:INFO|WARNING|ERROR|DEBUG) (\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})"
 
 # The lines by which vLLM says which kernel it chose (0.32.0 source; file:line in ``sources``).
 # The CPU build's default attention (CPU_ATTN) is chosen without a line (platforms/cpu.py:179).
@@ -246,6 +259,8 @@ ENGINE = Engine(
         "worker_died": WORKER_DIED,
         "process_prefix": PROCESS_PREFIX,
     },
+    log_stamp=LOG_STAMP,
+    step_watch=STEP_WATCH,
     kernel_lines=KERNEL_LINES,
     backend_flags={"--attention-backend": "attention", "--moe-backend": "moe"},
     reread_shift=0,
@@ -304,6 +319,20 @@ ENGINE = Engine(
             "death: multiproc_executor.py:315 'Worker proc VllmWorker-<rank> died unexpectedly "
             "(exit code: C)', seen in plugins/tests/data/vllm-cpu-tp2/worker-killed.log; the "
             "custom all-reduce notice: DESIGN.md §5 (a platform without GPU P2P)"
+        ),
+        "log_stamp": (
+            "vllm/logger.py: _FORMAT '%(levelname)s %(asctime)s [%(fileinfo)s:%(lineno)d] …', "
+            "_DATE_FORMAT '%m-%d %H:%M:%S' (no year); seen on 0.32.0: "
+            "plugins/tests/data/vllm-cpu-tp2/server.log ('INFO 12-02 13:00:18 [shm_broadcast.py:"
+            "871] …')"
+        ),
+        "step_watch": (
+            "0.32.0 distributed/device_communicators/shm_broadcast.py:871 'No available shared "
+            "memory broadcast block found in N seconds' every VLLM_RINGBUFFER_WARNING_INTERVAL s "
+            "(default 60, the writer's side :751), v1/executor/multiproc_executor.py:442 "
+            "'TimeoutError: RPC call to execute_model timed out.' after "
+            "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS (default 300, envs.py); the executor waits only "
+            "on its output rank (rank 0); seen in plugins/tests/data/vllm-cpu-tp2/rank1-stalls.log"
         ),
     },
 )

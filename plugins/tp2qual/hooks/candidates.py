@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tp2qual.candidate import Candidate, load_candidates
+from tp2qual.engines import engine_for
 from tp2qual.evidence.run import RunState
 from tp2qual.exceptions import CandidateError
 from tp2qual.run_order import run_order
@@ -149,8 +150,9 @@ def why_not_runnable(candidate: Candidate) -> str | None:
         from tp2qual.serving.launchers.docker.pins import pin_unresolved
 
         return docker_unavailable() or pin_unresolved(candidate)
-    if candidate.engine == "llama.cpp" and importlib.util.find_spec("llama_cpp") is None:
-        return "llama-cpp-python is not installed (scripts/install.sh local)"
+    package = engine_for(candidate.engine).python_package
+    if package and importlib.util.find_spec(package[0]) is None:
+        return f"{package[1]} is not installed (scripts/install.sh local)"
     own_venv = candidate.launch.get("python")
     if own_venv and not candidate.python().is_file():
         return f"engine venv {own_venv} is not installed (scripts/install.sh {candidate.engine})"

@@ -16,13 +16,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-GIB = 2**30
+from tp2qual.engines import engine_for
 
-# The flag each engine takes its share of one GPU's memory from (read from the launch).
-MEMORY_FLAGS = {
-    "vllm": "--gpu-memory-utilization",  # vllm/config/cache.py: default 0.92 (0.22.1, 0.25.1)
-    "sglang": "--mem-fraction-static",  # given by every campaign SGLang file
-}
+GIB = 2**30
 
 
 @dataclass(frozen=True)
@@ -86,8 +82,10 @@ def weights(model: Mapping[str, Any]) -> Term | str:
 
 
 def fraction(engine: str, argv: Sequence[str]) -> tuple[float, str]:
-    """The share of one GPU the launch gives the engine, and where it was read."""
-    flag = MEMORY_FLAGS.get(engine)
+    """The share of one GPU the launch gives the engine, and where it was read: the flag the
+    engine takes its share of one GPU's memory from (``Engine.memory``)."""
+    memory = engine_for(engine).memory
+    flag = memory.flag if memory else None
     args = [str(a) for a in argv]
     for arg, value in zip(args, [*args[1:], ""], strict=False):
         name, eq, inline = arg.partition("=")

@@ -4,8 +4,9 @@ vLLM (``/metrics``) and SGLang (``--enable-metrics``, ``/metrics``) export Prome
 of TTFT, inter-token latency and end-to-end latency. A histogram's ``_sum`` and ``_count`` only
 grow, so the mean over a window is (sum after - sum before) / (count after - count before) from
 two scrapes: one before the measured samples, one after them (the warm-up stays outside). The
-names each engine exports, and the log line llama.cpp prints, are its module's in
-``tp2qual.engines``.
+names each engine exports, its counters and the log line llama.cpp prints are its module's in
+``tp2qual.engines``, handed in by the caller (``Engine.histograms``, ``metric_counters``,
+``log_lines["perf"]``).
 
 Semantics worth knowing when comparing with the client:
 
@@ -32,8 +33,6 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
-
-from tp2qual.engines import llamacpp
 
 _SAMPLE = re.compile(
     r"^(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)"
@@ -159,9 +158,12 @@ def server_window(
 # --- llama.cpp ------------------------------------------------------------------------------
 
 
-def llamacpp_window(before_text: str, after_text: str) -> dict[str, float | None]:
+def llamacpp_window(
+    before_text: str, after_text: str, counters: Mapping[str, tuple[str, str]]
+) -> dict[str, float | None]:
     """Seconds per decoded and per prompt token over a window, from two scrapes of llama.cpp's
-    ``llama-server --metrics`` (cumulative counters)."""
+    ``llama-server --metrics`` (cumulative counters); ``counters``: per phase, the (seconds,
+    tokens) counters (``Engine.metric_counters``)."""
     before, after = parse(before_text), parse(after_text)
 
     def delta(name: str) -> float | None:
@@ -174,8 +176,7 @@ def llamacpp_window(before_text: str, after_text: str) -> dict[str, float | None
         return d_s / d_n if d_s is not None and d_n else None
 
     return {
-        f"{what}_s_per_token": per(seconds, tokens)
-        for what, (seconds, tokens) in llamacpp.SERVER_COUNTERS.items()
+        f"{what}_s_per_token": per(seconds, tokens) for what, (seconds, tokens) in counters.items()
     }
 
 
@@ -197,9 +198,6 @@ def llama_server_timings(timings: Mapping[str, Any]) -> dict[str, float | None]:
     }
 
 
-_PERF = re.compile(llamacpp.PERF_LINE)
-
-
 @dataclass(frozen=True)
 class LlamaPerf:
     """One completion's ``llama_perf_context_print`` block (llama-cpp-python, verbose)."""
@@ -215,15 +213,17 @@ class LlamaPerf:
         return self.eval_ms / self.eval_runs if self.eval_runs else None
 
 
-def llama_perf_from_log(lines: Iterable[str]) -> list[LlamaPerf]:
-    """Every perf block in a llama-cpp-python server log, in order. A block is closed by its
+def llama_perf_from_log(lines: Iterable[str], perf_line: str) -> list[LlamaPerf]:
+    """Every perf block in a llama-cpp-python server log, in order; ``perf_line``: the engine's
+    regex of one line of it (``Engine.log_lines["perf"]``). A block is closed by its
     ``total time`` line. Caveat seen on 0.3.36: the ``prompt eval`` figure can be near zero
     (0.08 ms for 139 tokens) while prompt processing took seconds, so use only ``eval``
     (decode: ms per run ~ TPOT) from it."""
     blocks: list[LlamaPerf] = []
     current: dict[str, tuple[float, int | None]] = {}
+    perf = re.compile(perf_line)
     for line in lines:
-        match = _PERF.search(line)
+        match = perf.search(line)
         if match is None:
             continue
         n = match.group("n")

@@ -46,7 +46,9 @@ class ServerWindow:
             means_by = server_window(self._before, after, self.engine.histograms, labels)
             window = {k: asdict(v) for k, v in means_by.items()}
             return {"source": "/metrics histograms", "server": window, "client_means": means}
-        decode_s = llama_perf_decode_s(llama_perf_from_log(self._log_lines()[self._log_mark :]))
+        lines = self._log_lines()[self._log_mark :]
+        perf_line = self.engine.log_lines.get("perf")  # llama.cpp's perf block, if it logs one
+        decode_s = llama_perf_decode_s(llama_perf_from_log(lines, perf_line) if perf_line else [])
         return {
             "source": "llama.cpp perf log (eval ms per run)" if decode_s else "none exposed",
             "server": {"tpot_s": decode_s},

@@ -36,6 +36,7 @@ Where each part lives (read in the engines' sources):
   warnings are the engine's words for a variable it ignores).
 """
 
+# Runs alone in the engine's Python or image (stdlib only, no tp2qual): it names engines itself.
 from __future__ import annotations
 
 import argparse

@@ -16,7 +16,7 @@ from tp2qual.checks.diagnosis.model import (
     evidence_of,
     p2p_off,
 )
-from tp2qual.engines import vllm
+from tp2qual.engines import all_engines
 
 _INIT = re.compile(
     r"\brank (?P<rank>\d+) nranks (?P<nranks>\d+) cudaDev \d+.*?"
@@ -161,10 +161,16 @@ HARMLESS: tuple[tuple[str, re.Pattern[str], str], ...] = (
         re.compile(r"NCCL WARN Call to bind failed: Address already in use"),
         "NCCL's RAS listener found its port taken; NCCL carries on without it",
     ),
-    (
-        "vllm_custom_allreduce_off",
-        re.compile(vllm.CUSTOM_ALLREDUCE_OFF),
-        "vLLM uses NCCL's all-reduce instead of its own P2P kernel: a notice, not an NCCL failure",
+    # Each engine that says it turned its own all-reduce off (vLLM: tp2qual/engines/vllm.py).
+    *(
+        (
+            f"{engine.kind}_custom_allreduce_off",
+            engine.log_line("custom_allreduce_off"),
+            f"{engine.title} uses NCCL's all-reduce instead of its own P2P kernel: a notice,"
+            " not an NCCL failure",
+        )
+        for engine in all_engines()
+        if "custom_allreduce_off" in engine.log_lines
     ),
     (
         "torch_no_destroy_pg",

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from tp2qual.engines import all_engines
+
 FAILURE, INCOMPLETE, NOTICE = "failure", "incomplete", "notice"
 HANG_AFTER_S = 30.0
 
@@ -123,9 +125,11 @@ def is_nccl(text: str) -> bool:
     return _NCCL_LINE.search(text) is not None
 
 
+# Month, day, hour, minute, second: ISO's, then each engine's own logger's (``Engine.log_stamp``;
+# the log's engine is not known), then glog's.
 _TS_FORMATS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\b\d{4}-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})"), "iso"),
-    (re.compile(r"\b(?:INFO|WARNING|ERROR|DEBUG) (\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})"), "vllm"),
+    *((re.compile(e.log_stamp), e.kind) for e in all_engines() if e.log_stamp),
     (re.compile(r"\[[EWI](\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2})"), "glog"),
 )
 

@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable
 
 from tp2qual.checks.diagnosis.model import HANG_AFTER_S, Context, Finding, Line, evidence_of
-from tp2qual.engines import vllm
+from tp2qual.engines import any_engine_line
 
 # --- what each shape says about a rank ------------------------------------------------------
 
@@ -28,11 +28,12 @@ _PROBE = re.compile(
     r"(?: device=\S+)? (?P<phase>START|COMPLETE)|all_reduce (?P<case>\S+ \d+ B) (?P<coll>START"
     r"|COMPLETE))"
 )
-# vLLM's lines as its ranks join (tp2qual/engines/vllm.py: 0.32.0 parallel_state.py,
-# multiproc_executor.py): a rank starts its init, its groups exist, its worker is named.
-_VLLM_WORKER = re.compile(vllm.WORKER_NAMED)
-_VLLM_WORLD = re.compile(vllm.RANK_STARTS_SHORT)
-_VLLM_READY = re.compile(vllm.GROUP_FORMED)
+# The engines' lines as their ranks join (vLLM's: tp2qual/engines/vllm.py, 0.32.0
+# parallel_state.py, multiproc_executor.py): a rank starts its init, its groups exist, its
+# worker is named. The log's engine is not known: every engine's lines are read.
+_ENGINE_WORKER = any_engine_line("worker_named")
+_ENGINE_WORLD = any_engine_line("rank_starts_short")
+_ENGINE_READY = any_engine_line("group_formed")
 
 # torch's TCP store (rank 0 hosts it): a rank that never connected.
 _STORE_WAIT = re.compile(
@@ -79,11 +80,11 @@ def _rank_facts(text: str, phase: str) -> Iterable[tuple[int, int | None]]:
     if m and m["phase"] == phase:
         yield int(m["rank"]), int(m["world"])
     if phase == "START":
-        if m := _VLLM_WORKER.search(text):
+        if m := _ENGINE_WORKER.search(text):
             yield int(m["rank"]), None
-        if m := _VLLM_WORLD.search(text):
+        if m := _ENGINE_WORLD.search(text):
             yield int(m["rank"]), int(m["world"])
-    elif m := _VLLM_READY.search(text):
+    elif m := _ENGINE_READY.search(text):
         yield int(m["rank"]), int(m["world"])
 
 

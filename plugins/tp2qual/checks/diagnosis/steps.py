@@ -2,14 +2,15 @@
 step of the engine hung, the engine core waiting on its workers' answer, until it gave up or the
 request's budget ran out.
 
-Read from vLLM's own lines (``tp2qual/engines/vllm.py``: 0.32.0 ``shm_broadcast.py``,
-``multiproc_executor.py``): the engine core says every ``VLLM_RINGBUFFER_WARNING_INTERVAL``
-seconds that it still waits, and gives up with ``TimeoutError: RPC call to execute_model timed
-out.``. A wait is also logged for a step that is only slow (the first step on the CPU compiles),
-so only the waits of the last step count: those after the last answered request, each one
-interval after the one before, and none answered after them. Waits before the server ever
-answered are its start-up's (``ranks.rule_first_collective_hang``), unless it gave up on a model
-step. Neither line names a rank.
+Read from the engine's own lines (``Engine.step_watch``; vLLM's: ``tp2qual/engines/vllm.py``,
+0.32.0 ``shm_broadcast.py``, ``multiproc_executor.py``): the engine core says every
+``VLLM_RINGBUFFER_WARNING_INTERVAL`` seconds that it still waits, and gives up with
+``TimeoutError: RPC call to execute_model timed out.``. A wait is also logged for a step that is
+only slow (the first step on the CPU compiles), so only the waits of the last step count: those
+after the last answered request, each one interval after the one before, and none answered after
+them. Waits before the server ever answered are its start-up's
+(``ranks.rule_first_collective_hang``), unless it gave up on a model step. Neither line names a
+rank. The log's engine is not known: each engine that watches its steps is tried in turn.
 """
 
 from __future__ import annotations
@@ -19,10 +20,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tp2qual.checks.diagnosis.model import Context, Finding, Line, evidence_of
-from tp2qual.engines import vllm
+from tp2qual.engines import StepWatch, all_engines
 
-_WAIT = re.compile(vllm.STEP_WAIT)
-_GAVE_UP = re.compile(vllm.STEP_GAVE_UP)
+# (engine title, its watch, its wait line, its giving-up line), for each engine that has them.
+_WATCHED = tuple(
+    (e.title, e.step_watch, re.compile(e.step_watch.wait), re.compile(e.step_watch.gave_up))
+    for e in all_engines()
+    if e.step_watch is not None
+)
 _ANSWERED = re.compile(r"\"(?:GET|POST) /\S+ HTTP/1\.[01]\" 200")
 _SLACK = 1.5  # consecutive waits of one step are one interval apart, give or take a busy core
 
@@ -35,6 +40,8 @@ class StalledStep:
     interval_s: int
     gave_up: Line | None
     method: str | None  # the call it gave up on (``execute_model``)
+    engine: str  # the title of the engine whose lines these are
+    watch: StepWatch
 
     @property
     def waited_s(self) -> int:
@@ -42,36 +49,49 @@ class StalledStep:
 
     def describe(self) -> str:
         """One sentence: how long the engine waited, whether it gave up, what it cannot say."""
+        said = self.watch.wait_said.format(s=self.interval_s)
         waited = (
-            f"vLLM's engine core waited at least {self.waited_s} s for its workers' answer"
-            f" ({len(self.waits)} x 'No available shared memory broadcast block found in"
-            f" {self.interval_s} seconds')"
+            f"{self.watch.waiter} waited at least {self.waited_s} s for its workers' answer"
+            f" ({len(self.waits)} x '{said}')"
             if self.waits
-            else "vLLM's engine core waited for its workers' answer"
+            else f"{self.watch.waiter} waited for its workers' answer"
         )
         if self.gave_up is not None:
-            how = f"{waited}, then gave up ('RPC call to {self.method} timed out.')"
+            how = f"{waited}, then gave up ('{self.watch.gave_up_said.format(method=self.method)}')"
         else:
             how = f"{waited} and has heard nothing since"
         return (
             f"a model step never finished: {how}; a worker stalled in the step or in its"
-            " collective, and vLLM's lines do not say which rank (its executor waits only on rank"
-            " 0's answer)"
+            f" collective, and {self.engine}'s lines do not say which rank ({self.watch.no_rank})"
         )
 
 
 def stalled_step(lines: Sequence[Line]) -> StalledStep | None:
-    """The step the log shows hanging at its end (or where the engine gave up), else None."""
-    gave_up = next((ln for ln in lines if _GAVE_UP.search(ln.text)), None)
+    """The step the log shows hanging at its end (or where the engine gave up), else None: in
+    the lines of the first engine (in ``ENGINES``' order) whose lines show one."""
+    for engine, watch, wait, gave_up_line in _WATCHED:
+        if found := _stalled(lines, engine, watch, wait, gave_up_line):
+            return found
+    return None
+
+
+def _stalled(
+    lines: Sequence[Line],
+    engine: str,
+    watch: StepWatch,
+    wait: re.Pattern[str],
+    gave_up_line: re.Pattern[str],
+) -> StalledStep | None:
+    gave_up = next((ln for ln in lines if gave_up_line.search(ln.text)), None)
     before = lines[: gave_up.no - 1] if gave_up else lines
     answered = max((ln.no for ln in before if _ANSWERED.search(ln.text)), default=0)
-    waits = [ln for ln in before if ln.no > answered and _WAIT.search(ln.text)]
+    waits = [ln for ln in before if ln.no > answered and wait.search(ln.text)]
     if gave_up is None and (not waits or not answered):
         return None  # before it served: an RPC of its start-up (``first_collective_hang``)
-    interval = int(_WAIT.search(waits[-1].text)["s"]) if waits else 0  # type: ignore[index]
+    interval = int(wait.search(waits[-1].text)["s"]) if waits else 0  # type: ignore[index]
     run = _last_run(waits, interval)  # all after the last answer: a slow step answered is out
-    method = _GAVE_UP.search(gave_up.text)["method"] if gave_up else None  # type: ignore[index]
-    return StalledStep(tuple(run), interval, gave_up, method)
+    method = gave_up_line.search(gave_up.text)["method"] if gave_up else None  # type: ignore[index]
+    return StalledStep(tuple(run), interval, gave_up, method, engine, watch)
 
 
 def _last_run(waits: list[Line], interval: int) -> list[Line]:
@@ -90,8 +110,13 @@ def rule_stalled_step(ctx: Context) -> list[Finding]:
     found = stalled_step(ctx.lines)
     if found is None:
         return []
-    var = vllm.STEP_TIMEOUT_VAR
-    bound = f"{var}={ctx.settings[var]} here" if var in ctx.settings else f"{var}, default 300"
+    watch = found.watch
+    var = watch.timeout_var
+    bound = (
+        f"{var}={ctx.settings[var]} here"
+        if var in ctx.settings
+        else f"{var}, default {watch.timeout_default_s}"
+    )
     shown = [*found.waits[:1], *found.waits[-1:], *([found.gave_up] if found.gave_up else [])]
     return [
         Finding(
@@ -100,9 +125,9 @@ def rule_stalled_step(ctx: Context) -> list[Finding]:
             evidence_of(sorted(set(shown), key=lambda ln: ln.no)),
             "one worker is stuck inside the step, or the ranks wait on each other in a collective"
             " (a rank that took another path, a transport that moves nothing): a py-spy dump of"
-            " each worker process (VLLM::Worker_TP<r>) while it hangs shows where each waits, and"
+            f" each worker process ({watch.worker}) while it hangs shows where each waits, and"
             " the one not in the collective is the stalled rank; the engine gives up after"
-            f" {bound} and says it still waits every VLLM_RINGBUFFER_WARNING_INTERVAL s",
+            f" {bound} and says it still waits every {watch.interval_var} s",
             "high" if found.gave_up else "medium",
         )
     ]
