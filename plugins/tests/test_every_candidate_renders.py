@@ -1,6 +1,7 @@
 """Every shipped candidate renders: its launch plan, its container arguments and its NCCL probe,
 with every placeholder filled and JSON arguments (``{"image":1}``) kept whole. One filler
-(``candidate.fill``) serves argv, ``docker run`` arguments, mounts and the probe's container."""
+(``candidate_file.fill``; a candidate's launch is filled in ``tp2qual/launch.py`` alone) serves
+argv, ``docker run`` arguments, mounts and the probe's container."""
 
 from __future__ import annotations
 
