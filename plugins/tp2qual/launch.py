@@ -20,7 +20,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
 
 from tp2qual.candidate import Candidate
 from tp2qual.candidate_file import fill
@@ -200,18 +199,3 @@ def parse_mount(entry: str, values: Mapping[str, str], base: Path) -> Mount:
 
 def container_name(candidate: str, run_id: str) -> str:
     return re.sub(r"[^a-zA-Z0-9_.-]", "-", f"tp2qual-{candidate}-{run_id}")
-
-
-def launch_record(launch: ResolvedLaunch) -> dict[str, Any]:
-    """The launch as plain JSON values (before redaction), for identity and ``launch.json``."""
-    record: dict[str, Any] = {
-        "launcher": launch.kind,
-        "argv": list(launch.argv),
-        "env": dict(launch.env),
-        "base_url": launch.base_url,
-        "model_pin": dict(launch.model_pin),
-    }
-    if launch.container is not None:
-        record["entrypoint"] = list(launch.container.entrypoint)
-        record["command"] = list(launch.command)
-    return record

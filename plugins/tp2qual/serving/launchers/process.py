@@ -119,5 +119,6 @@ class ProcessLauncher(LauncherBase):
             "pid": self._proc.pid if self._proc else None,
             "argv": self._redactor.argv(self.argv()),
             "env": self._redactor.mapping(dict(self.launch.env)),
+            "model_pin": dict(self.launch.model_pin),
             "base_url": self.base_url,
         }

@@ -374,6 +374,7 @@ class DockerLauncher(LauncherBase):
             "image_labels": config.get("Labels") or {},
             "image_created": self._image.get("Created"),
             "pin": pin,
+            "model_pin": dict(self.launch.model_pin),
             "container_id": self._container.id if self._container is not None else None,
             "container_name": kwargs["name"],
             "labels": kwargs["labels"],
