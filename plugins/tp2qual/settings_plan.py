@@ -20,6 +20,7 @@ from tp2qual.checks.verdict import Verdict
 from tp2qual.engine_env import known_env, source_mentions
 from tp2qual.engines import engine_for
 from tp2qual.engines.engine import Capability
+from tp2qual.exceptions import CandidateError
 from tp2qual.launch import ResolvedLaunch, resolve_launch
 
 
@@ -52,12 +53,20 @@ def kv_support_lines(candidate: Candidate, launch: ResolvedLaunch) -> list[str]:
     return [f"attention and KV cache ({asked}): {judged}{verdict.measures.get('why')}"]
 
 
-def _launch(candidate: Candidate, launch: ResolvedLaunch | None = None) -> Launch:
+def _launch(candidate: Candidate, launch: ResolvedLaunch) -> Launch:
     """A lane's changed flags carry its ``lane.why``; ``launch.why`` gives the rest."""
     lane_why = " ".join(str(candidate.spec.get("lane", {}).get("why", "")).split())
     why = {c.name: f"the lane's change: {lane_why}" for c in candidate.lane_changes if lane_why}
-    argv = (launch or resolve_launch(candidate)).argv
-    return Launch(candidate.name, argv, {**why, **candidate.launch.get("why", {})})
+    return Launch(candidate.name, launch.argv, {**why, **candidate.launch.get("why", {})})
+
+
+def _peer_launch(peer: Candidate) -> ResolvedLaunch | None:
+    """A peer's own launch; None where it cannot be resolved here (its model package missing):
+    another candidate's plan is compared with the peers that resolve, never broken by one."""
+    try:
+        return resolve_launch(peer)
+    except CandidateError:
+        return None
 
 
 def _is_lane(candidate: Candidate) -> bool:
@@ -71,13 +80,12 @@ def settings_lines(
     reads each variable the launch sets."""
     engine = engine_for(candidate.engine)
     # Baselines only: a lane differs from its baseline on purpose, by its [lane.changes].
-    same = [p for p in peers if p.engine == candidate.engine and bool(p.gpus.get("count")) ==
-            bool(candidate.gpus.get("count")) and p.name != candidate.name
-            and not _is_lane(p)]  # fmt: skip
-    lines = [
-        f"control: {line}" for line in differing_controls(engine, _launch(candidate, launch),
-                                                          [_launch(p) for p in same])
-    ]  # fmt: skip
+    alike = [p for p in peers if p.engine == candidate.engine and bool(p.gpus.get("count")) ==
+             bool(candidate.gpus.get("count")) and p.name != candidate.name
+             and not _is_lane(p)]  # fmt: skip
+    same = [_launch(p, peer) for p in alike if (peer := _peer_launch(p)) is not None]
+    lines = [f"control: {line}"
+             for line in differing_controls(engine, _launch(candidate, launch), same)]  # fmt: skip
     if not lines and engine.controls:
         compared = ", ".join(p.name for p in same) or "no other candidate loaded"
         lines.append(f"controls: none set otherwise than in {compared}")
@@ -98,7 +106,9 @@ def lane_memory_lines(
     baseline = next((p for p in peers if p.name == after), None)
     if rule is None or baseline is None:
         return []
-    argvs = {candidate.name: launch.argv, baseline.name: resolve_launch(baseline).argv}
+    if (theirs_launch := _peer_launch(baseline)) is None:
+        return []
+    argvs = {candidate.name: launch.argv, baseline.name: theirs_launch.argv}
     share = {name: flag_value(list(argv), rule.flag) for name, argv in argvs.items()}
     mine, theirs = candidate.max_model_len, baseline.max_model_len
     if share[candidate.name] == share[baseline.name] and mine > theirs:

@@ -26,7 +26,7 @@ from tp2qual.artifacts.finding import CandidateRecord
 from tp2qual.candidate import Candidate
 from tp2qual.evidence.run import RunState
 from tp2qual.evidence.run_floors import request_floor
-from tp2qual.exceptions import PinMismatch
+from tp2qual.exceptions import CandidateError, PinMismatch
 from tp2qual.hooks.candidates import run_key
 from tp2qual.hooks.gating import candidate_of, gate_of
 from tp2qual.hooks.hosts import fleet_key
@@ -61,9 +61,14 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
         if (candidate := candidate_of(item)) is not None:
             chosen.setdefault(candidate.name, candidate)
     writer = session.config.get_terminal_writer()
-    for candidate in chosen.values():
+    for candidate in list(chosen.values()):
         writer.line(f"# {candidate.name}  ({candidate.launcher_kind}, TP{candidate.tp})")
-        writer.line(plan_for(candidate, state.run_id, chosen, state.candidates))
+        try:
+            writer.line(plan_for(candidate, state.run_id, chosen, state.candidates))
+        except CandidateError as exc:  # its launch cannot be resolved here: said, never raised
+            writer.line(f"cannot be planned here: {exc}", red=True)
+            session.testsfailed += 1  # the plan's exit status says so
+            del chosen[candidate.name]
         writer.line()
     estimates = {name: dry_run.estimate_for(c, chosen) for name, c in chosen.items()}
     fleet = session.config.stash.get(fleet_key, None)
