@@ -150,7 +150,7 @@ def resolve_launch(
         shm_size=docker.get("shm_size"),
         gpus=count,
         device_ids=tuple(device_ids),
-        wsl2=bool(host_info()["wsl2"]) if wsl2 is None and count else bool(wsl2),
+        wsl2=bool(host_info()["wsl2"]) if wsl2 is None else wsl2,
     )
     argv = entrypoint + tuple(fill(part, values) for part in candidate.command)
     return _launch(candidate, port, argv, env, values, container)
