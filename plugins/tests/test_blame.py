@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tp2qual.candidate import Candidate, load_candidate
+from tp2qual.engines import engine_for
 from tp2qual.exceptions import (
     LookupTimedOut,
     MalformedReply,
@@ -26,9 +27,10 @@ from tp2qual.exceptions import (
 from tp2qual.hooks.gating import blames_candidate
 from tp2qual.launch import resolve_launch
 from tp2qual.redact import Redactor
-from tp2qual.serving.identity import LLAMA_CPP_PACKAGE, engine_identity
+from tp2qual.serving.identity import engine_identity
 from tp2qual.serving.launchers.base import LauncherBase
 
+LLAMA_CPP_PACKAGE = engine_for("llama.cpp").python_package[1]  # type: ignore[index]
 MAIN = Path(__file__).resolve().parents[2]
 LOCAL = MAIN / "candidates" / "smollm2-135m-local.toml"
 

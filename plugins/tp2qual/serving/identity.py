@@ -32,7 +32,6 @@ from tp2qual.serving.hub_snapshot import DigestCache, SnapshotMismatch, check_sn
 DIGESTS = "digests.json"  # under the tp2qual cache: sha256 by (device, inode, size, mtime)
 VERSION_TIMEOUT_S = 5.0  # the engine's version look-up: a control request, it generates nothing
 PACKAGE_TIMEOUT_S = 30.0  # the engine's Python asked for its package's version (an import)
-LLAMA_CPP_PACKAGE = "llama-cpp-python"
 
 
 def model_identity(candidate: Candidate) -> dict[str, Any]:
@@ -166,8 +165,9 @@ def engine_identity(
         break
     if paths:
         return facts
-    if candidate.launcher_kind == "process":
-        facts["version"], facts["version_source"] = _engine_package_version(candidate)
+    package = engine_for(candidate.engine).python_package  # an engine served from its package
+    if candidate.launcher_kind == "process" and package is not None:
+        facts["version"], facts["version_source"] = _engine_package_version(candidate, package[1])
     else:
         labels = (launch or {}).get("image_labels") or {}
         facts["version"] = labels.get("tp2qual.engine.version")
@@ -205,15 +205,15 @@ PACKAGE_VERSION = (  # run in the engine's own Python: its installed copy, not t
 )
 
 
-def _engine_package_version(candidate: Candidate) -> tuple[str | None, str]:
-    """llama-cpp-python's version as installed in the Python the candidate's engine runs
-    under (``launch.python``, else the suite's own)."""
+def _engine_package_version(candidate: Candidate, package: str) -> tuple[str | None, str]:
+    """The engine's package version (``Engine.python_package``: llama-cpp-python) as installed
+    in the Python the candidate's engine runs under (``launch.python``, else the suite's own)."""
     python = candidate.python()
     if python == Path(sys.executable):
-        return _package_version(LLAMA_CPP_PACKAGE), "the suite's Python"
+        return _package_version(package), "the suite's Python"
     try:
         done = subprocess.run(
-            [str(python), "-c", PACKAGE_VERSION, LLAMA_CPP_PACKAGE],
+            [str(python), "-c", PACKAGE_VERSION, package],
             capture_output=True,
             text=True,
             timeout=PACKAGE_TIMEOUT_S,
@@ -221,7 +221,7 @@ def _engine_package_version(candidate: Candidate) -> tuple[str | None, str]:
         )
     except subprocess.TimeoutExpired:
         raise LookupTimedOut(
-            f"{python} did not say its {LLAMA_CPP_PACKAGE} version within {PACKAGE_TIMEOUT_S:g} s",
+            f"{python} did not say its {package} version within {PACKAGE_TIMEOUT_S:g} s",
             candidate=candidate.name,
         ) from None
     return done.stdout.strip() or None, f"launch.python ({python})"
