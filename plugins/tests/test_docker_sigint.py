@@ -1,22 +1,23 @@
 """Ctrl-C on a running qualification leaves no container behind.
 
 Starts an inner ``pytest -k smollm2-135m-docker`` (the real gates, the real image), waits until
-its container runs and the server answers, sends SIGINT as a terminal would, and checks that no
-container of the inner session remains.
+gate 04 announces its call with the container running (``ctrl_c.py``), sends SIGINT as a
+terminal would, and checks that the run exits interrupted within the promised bound, its finding
+INCOMPLETE, and no container of the inner session remains.
 """
 
 from __future__ import annotations
 
-import os
+import json
 import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from ctrl_c import children_get_default_sigint, interrupt_bound_s, park_env, wait_parked
 
 from tp2qual.candidate import load_candidate
 from tp2qual.launch import RUN_LABEL, SESSION_LABEL
@@ -44,62 +45,39 @@ def inner_containers(client: Any, pid: int) -> list[Any]:
     ]
 
 
+GATE = "test_long_outputs_are_not_degenerate[smollm2-135m-docker]"  # gate 04, server up
+
+
 def test_sigint_during_gates_leaves_no_container(client: Any, tmp_path: Path) -> None:
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-k",
-            # gate 07 left out: it would bring its reference (smollm2-135m-local) in first
-            "smollm2-135m-docker and not test_agrees_with_reference",
-            "-p",
-            "no:cacheprovider",
-            "--results",
-            str(tmp_path / "results"),
-            "-q",
-        ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
+    parked = tmp_path / "parked.txt"
+    env = park_env(tmp_path, GATE)
+    command = [
+        sys.executable, "-m", "pytest", "-k",
+        # gate 07 left out: it would bring its reference (smollm2-135m-local) in first
+        "smollm2-135m-docker and not test_agrees_with_reference",
+        "-p", "no:cacheprovider", "-p", "park", "--results", str(tmp_path / "results"), "-q",
+    ]  # fmt: skip
+    with children_get_default_sigint():
+        proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, env=env)  # fmt: skip
     try:
-        running = _wait(
-            lambda: [c for c in inner_containers(client, proc.pid) if c.status == "running"],
-            proc,
-            90,
-        )
-        log = tmp_path / "results"
-        _wait(
-            lambda: any(
-                "Uvicorn running" in p.read_text(errors="replace") for p in log.rglob("server.log")
-            ),
-            proc,
-            90,
-        )
+        wait_parked(parked, 1, proc)
+        running = [c for c in inner_containers(client, proc.pid) if c.status == "running"]
         proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=60)
+        bound = interrupt_bound_s(load_candidate(CANDIDATE).launch["stop_timeout_s"])
+        out, _ = proc.communicate(timeout=bound)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
     text = out.decode(errors="replace")
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED, text[-3000:]
     assert "KeyboardInterrupt" in text, text[-3000:]
     leftovers = inner_containers(client, proc.pid)
     for container in leftovers:
         container.remove(force=True)
     assert leftovers == [], f"left behind: {[c.name for c in leftovers]}\n{text[-3000:]}"
-    assert running[0].name.startswith("tp2qual-smollm2-135m-docker-")
+    assert running and running[0].name.startswith("tp2qual-smollm2-135m-docker-"), running
     assert list((tmp_path / "results").rglob("container-inspect.json")), "no inspect evidence"
-
-
-def _wait(check: Any, proc: subprocess.Popen[bytes], timeout_s: float) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while not (found := check()):
-        if proc.poll() is not None:
-            out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
-            pytest.fail(f"inner pytest ended early (rc {proc.returncode}):\n{out[-3000:]}")
-        assert time.monotonic() < deadline, "timed out waiting for the inner run"
-        time.sleep(0.2)
-    return found
+    (finding,) = (tmp_path / "results").glob("*/smollm2-135m-docker/finding.json")
+    assert json.loads(finding.read_text())["verdict"] == "INCOMPLETE", text[-3000:]

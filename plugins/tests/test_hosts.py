@@ -12,12 +12,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from ctrl_c import children_get_default_sigint, interrupt_bound_s, park_env, wait_parked
 from sshd import running_sshd
 from test_faults import MAIN, Inner, run_inner, write_candidate
 
@@ -183,49 +183,33 @@ def test_a_killed_worker_leaves_incomplete_and_no_container(
 
 
 def test_ctrl_c_stops_every_hosts_containers(copies: Path, engines: tuple[Host, Host]) -> None:
-    results = copies / "results"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-c",
-            str(MAIN / "pyproject.toml"),
-            "--rootdir",
-            str(MAIN),
-            str(MAIN / "tests"),
-            f"--candidates={copies / 'candidates'}",
-            f"--results={results}",
-            f"--hosts={hosts_file(copies, *engines)}",
-            "-k",
-            " or ".join(NAMES),
-            "-p",
-            "no:cacheprovider",
-        ],
-        cwd=MAIN,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,  # its own process group, as a terminal's foreground job
-    )
+    """Ctrl-C once both candidates are in gate 04 on their hosts (each announces, ``ctrl_c.py``):
+    pytest exits interrupted within the promised bound, no container of the run is left on
+    either host, and both candidates are INCOMPLETE."""
+    results, parked = copies / "results", copies / "parked.txt"
+    env = park_env(copies, "test_long_outputs_are_not_degenerate[hosts-")
+    command = [
+        sys.executable, "-m", "pytest", "-c", str(MAIN / "pyproject.toml"),
+        "--rootdir", str(MAIN), str(MAIN / "tests"), f"--candidates={copies / 'candidates'}",
+        f"--results={results}", f"--hosts={hosts_file(copies, *engines)}",
+        "-k", " or ".join(NAMES), "-p", "no:cacheprovider", "-p", "park",
+    ]  # fmt: skip
+    with children_get_default_sigint():  # its own process group, as a terminal's foreground job
+        proc = subprocess.Popen(command, cwd=MAIN, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
     try:
-        deadline = time.monotonic() + 120
-        run_id = ""
-        while time.monotonic() < deadline and proc.poll() is None:
-            runs = [p.name for p in results.glob("2*") if p.is_dir()] if results.exists() else []
-            run_id = runs[0] if runs else ""
-            if run_id and len(servers(engines, run_id)) == 2:
-                break
-            time.sleep(0.3)
-        if proc.poll() is not None:
-            pytest.fail(f"ended early: {proc.communicate()[0].decode(errors='replace')[-3000:]}")
-        assert run_id and len(servers(engines, run_id)) == 2, "both servers never ran at once"
+        wait_parked(parked, len(NAMES), proc)
+        (run_id,) = [p.name for p in results.glob("2*") if p.is_dir()]
+        running = servers(engines, run_id)
         os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
-        out, _ = proc.communicate(timeout=120)
+        bound = interrupt_bound_s(load_candidate(DOCKER).launch["stop_timeout_s"])
+        out, _ = proc.communicate(timeout=bound)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
     text = out.decode(errors="replace")
+    assert len(running) == 2, f"both servers never ran at once: {running}"
     assert proc.returncode == pytest.ExitCode.INTERRUPTED, text[-3000:]
     assert run_containers(engines, run_id) == [], text[-3000:]
     for name in NAMES:

@@ -26,10 +26,10 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from ctrl_c import children_get_default_sigint, interrupt_bound_s
 from test_process_launcher import alive, launcher_for, wait_for
 
 from tp2qual.artifacts.layout import Evidence
@@ -43,18 +43,6 @@ from tp2qual.serving.managed import ManagedServer
 ROOT = Path(__file__).resolve().parents[2]
 LOCAL = ROOT / "candidates" / "smollm2-135m-local.toml"
 NAME = "smollm2-135m-local"
-
-
-@contextmanager
-def children_get_default_sigint() -> Iterator[None]:
-    """Children started in here get SIGINT at its default, whatever this process inherited:
-    a handler (unlike SIG_IGN) is reset to the default at exec."""
-    before = signal.getsignal(signal.SIGINT)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, before)
 
 
 def _wait_for(found: Callable[[], Path | None], what: str, run: subprocess.Popen[bytes]) -> Path:
@@ -121,7 +109,8 @@ def test_sigint_leaves_nothing_running(results: Path, phase: str) -> None:
     try:
         _wait_for(lambda: PHASES[phase](results), phase, run)
         run.send_signal(signal.SIGINT)
-        output = run.communicate(timeout=120)[0].decode(errors="replace")
+        bound = interrupt_bound_s(load_candidate(LOCAL).launch["stop_timeout_s"])
+        output = run.communicate(timeout=bound)[0].decode(errors="replace")
     finally:
         if run.poll() is None:
             run.kill()

@@ -16,6 +16,16 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 
+# What a user is promised after Ctrl-C: each server stopped within its own ``stop_timeout_s``
+# (SIGTERM, then SIGKILL), and the run settled (findings INCOMPLETE, manifest, report) within
+# this much more, on a machine whose every core is busy with other work (docs/ci.md).
+SETTLE_AFTER_STOP_S = 45.0
+
+
+def interrupt_bound_s(stop_timeout_s: float) -> float:
+    """How long a run may take to exit after Ctrl-C, for servers with this stop timeout."""
+    return stop_timeout_s + SETTLE_AFTER_STOP_S
+
 
 @contextmanager
 def interrupts_deferred() -> Iterator[None]:
