@@ -10,6 +10,7 @@ the gate's own helpers (the engines here all give logprobs).
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from docker.errors import APIError, ImageNotFound
 from test_docker_launcher import make_candidate
 from test_faults import run_inner, smollm2_spec, write_candidate
 
+from tp2qual.candidate import load_candidate
 from tp2qual.checks.agreement.rows import gives_no_logprobs, no_logprobs_said
 from tp2qual.exceptions import (
     GpusUnavailable,
@@ -29,7 +31,9 @@ from tp2qual.exceptions import (
 from tp2qual.hooks.gating import blames_candidate
 from tp2qual.redact import Redactor
 from tp2qual.serving.launchers.docker.launcher import DockerLauncher
+from tp2qual.serving.server import Exchange
 
+MAIN = Path(__file__).resolve().parents[2]
 PIN = "sha256:" + "7" * 64
 IMAGE = "example/engine:1.0"
 
@@ -86,14 +90,39 @@ def test_a_missing_image_or_a_failed_pull_is_the_suites_error(
 
 
 def test_an_engine_without_logprobs_is_the_suites_error() -> None:
-    for absent in (None, {}, [], {"tokens": [], "token_logprobs": []}):
+    for absent in (None, {}, [], {"text_offset": [], "top_logprobs": None}):
         assert gives_no_logprobs(absent), absent
+    assert not gives_no_logprobs({"tokens": [], "token_logprobs": []})  # nothing generated
     assert not gives_no_logprobs({"tokens": ["a"], "token_logprobs": [-0.1]})
     assert not gives_no_logprobs({"tokens": ["a"], "token_logprobs": "garbled"})  # the reply's
     said = no_logprobs_said("decode:factual", "vLLM", 5)
     assert "without token logprobs (logprobs: 5)" in said
     assert "--max-logprobs of at least 5" in said and "[gates.not_applicable] agreement" in said
     assert not _blamed(NoLogprobs(said))
+
+
+class _NoLogprobsApi:
+    """A serve that answers every completion with text and no logprobs."""
+
+    def complete(self, tag: str, body: dict, **_: Any) -> Exchange:
+        choice = {"index": 0, "text": " Paris.", "finish_reason": "stop", "logprobs": None}
+        return Exchange(tag, 200, {"choices": [choice], "usage": {"prompt_tokens": 9}}, 0.1)
+
+
+def test_gate_07_raises_the_suites_error_on_a_reply_without_logprobs() -> None:
+    """The gate's own decode (tests/test_07_agreement.py ``_decode``), on such a reply."""
+    spec = importlib.util.spec_from_file_location(
+        "gate_07", MAIN / "tests" / "test_07_agreement.py"
+    )
+    assert spec is not None and spec.loader is not None
+    gate = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gate)
+    candidate = load_candidate(MAIN / "candidates" / "smollm2-135m-local.toml")
+    with pytest.raises(NoLogprobs) as caught:
+        gate._decode(_NoLogprobsApi(), candidate, "factual", "Capital of France?", 8, {"top_n": 5})
+    said = "decode:factual: llama.cpp (llama-cpp-python) answered HTTP 200 without token logprobs"
+    assert said in str(caught.value)
+    assert not blames_candidate(caught)
 
 
 # Loaded into the inner run with -p: this host shows one GPU (so the candidate is not refused

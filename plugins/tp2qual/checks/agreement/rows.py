@@ -37,15 +37,14 @@ def _columns(logprobs: Any) -> tuple[list[str], list[Any], list[Any]] | None:
 
 
 def gives_no_logprobs(logprobs: Any) -> bool:
-    """The reply carries no logprobs at all (``null``, absent, empty): the engine or its launch
-    does not give them, which is the suite's inability to judge, not a wrong answer. A
-    ``logprobs`` object that is there but unreadable is the reply's own fault."""
+    """The reply carries no logprobs at all (``null``, absent, ``{}``, or an object without
+    ``tokens`` and ``token_logprobs``): the engine or its launch does not give them, which is
+    the suite's inability to judge, not a wrong answer. Logprobs that are there but empty (no
+    token generated) or unreadable are the reply's own fault."""
     if logprobs is None or logprobs in ({}, []):
         return True
-    return (
-        isinstance(logprobs, Mapping)
-        and not logprobs.get("tokens")
-        and not (logprobs.get("token_logprobs"))
+    return isinstance(logprobs, Mapping) and all(
+        logprobs.get(key) is None for key in ("tokens", "token_logprobs")
     )
 
 
