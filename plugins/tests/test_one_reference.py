@@ -96,6 +96,10 @@ def test_the_same_older_pass_is_named_by_all_four_skipping_another_image(tmp_pat
     _tp1_passed(root, OLD, IMAGE)
     _tp1_passed(root, MID, OTHER_IMAGE)  # newer, but about other bytes
     assert _tp2_judged(root, _tp1_today(root)) == (OLD, OLD, OLD, OLD)
+    cand_dir = root / NEW / "tp2"
+    (cand_dir / THROUGHPUT_REFERENCE).unlink()  # a run from before gate 08 kept its copy:
+    finding = Finding.read(cand_dir / "finding.json")  # the overview takes gate 07's run, not
+    assert reference_ratios(root / NEW, cand_dir, finding).run == OLD  # the newest PASS (MID)
 
 
 def test_verify_names_a_floor_taken_from_another_run_than_gate_07s(tmp_path: Path) -> None:
