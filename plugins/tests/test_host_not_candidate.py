@@ -169,3 +169,18 @@ def test_a_host_without_free_gpus_is_gate_00s_error_never_the_candidates_fail(
     assert "this host cannot run the candidate now: " + said in gate["reason"], gate["reason"]
     assert "nvidia-ml-py" in gate["reason"] and "--allow-busy" in gate["reason"]  # what to do
     assert not _blamed(GpusUnavailable(gate["reason"]))
+
+
+def test_no_nvml_refuses_a_gpu_candidate_before_start_saying_why() -> None:
+    """Outside ``--hosts`` a GPU candidate on a host whose NVML counts too few GPUs is refused
+    at collection (skipped, "cannot run here"); where NVML cannot be read the line says why."""
+    from tp2qual.hooks.candidates import gpu_count, nvml_error, why_not_runnable
+
+    if gpu_count():
+        pytest.skip("NVML counts GPUs here")
+    candidate = load_candidate(MAIN / "candidates" / "smollm2-135m-local.toml")
+    candidate.spec["gpus"] = {"count": 1}
+    why = why_not_runnable(candidate)
+    assert why is not None and why.startswith("needs 1 NVIDIA GPU(s), this machine has 0"), why
+    if nvml_error():
+        assert why.endswith(f"({nvml_error()})") and "NVML cannot be read" in why
