@@ -17,9 +17,11 @@ launch (run in the engine's Python or the pinned image, never starting the serve
 flag, a rejected value or a variable the engine lacks fails in the engine's words; a variable it
 ignores here is a notice); the attention backend serves the KV-cache dtype asked for on the
 GPUs' compute capability, by the engine module's table of its pinned source (else refused,
-naming the source lines and what would work). Artifacts: ``identity/model.json``,
-``identity/image.json``, ``engine_check.json``, ``kv_support.json``, ``topology.json``,
-``busy.json``.
+naming the source lines and what would work). A host that cannot give the candidate its GPUs
+now (NVML missing, too few or too small, busy) or lacks its pinned image (not present, or the
+``--pull`` failed) is the suite's ERROR with what to do, never the candidate's FAIL.
+Artifacts: ``identity/model.json``, ``identity/image.json``, ``engine_check.json``,
+``kv_support.json``, ``topology.json``, ``busy.json``.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import pytest
 
 from tp2qual.checks import preflight
 from tp2qual.checks.verdict import NotJudged
-from tp2qual.exceptions import PinMismatch
+from tp2qual.exceptions import GpusUnavailable, PinMismatch
 from tp2qual.gates import Candidate, CandidateRecord, Claimer
 from tp2qual.launch import ResolvedLaunch
 
@@ -161,5 +163,6 @@ def test_gpus_fit_and_are_free(
         BUSY,
         {"allow_busy": allow_busy, "ok": verdict.ok, "reason": verdict.reason, **verdict.measures},
     )
-    assert verdict.ok, verdict.reason
+    if not verdict.ok:  # the host's state, which says nothing about the candidate: ERROR
+        raise GpusUnavailable(preflight.gpus_refusal(verdict.reason), candidate=candidate.name)
     claim("gpu_memory_held_by", BUSY, op="field", path="memory_held_by")

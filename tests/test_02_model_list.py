@@ -2,8 +2,9 @@
 
 Pass means: ``GET /v1/models`` lists exactly the served name (no alias, no path, nothing else),
 and where the engine reports a context length (vLLM's ``max_model_len``), it equals the bounded
-context of the candidate; the engine reports the version the candidate states. The raw
-response is the artifact.
+context of the candidate; the engine reports the version the candidate states (the same
+release: a builder's local label after ``+``, as NGC's vLLM images append, is recorded, not
+judged; ``checks.model_list.same_version``). The raw response is the artifact.
 
 Recorded beside the pass, never judged: which kernels the engine chose, in its own server-log
 lines (``checks/kernels.py``; the lines and their sources in ``tp2qual.engines``), claimed as

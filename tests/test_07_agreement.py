@@ -58,11 +58,17 @@ from tp2qual.checks.agreement import (
     WARM,
 )
 from tp2qual.checks.agreement.evaluate import evaluate
-from tp2qual.checks.agreement.rows import after, decode_rows, reread_rows
+from tp2qual.checks.agreement.rows import (
+    after,
+    decode_rows,
+    gives_no_logprobs,
+    no_logprobs_said,
+    reread_rows,
+)
 from tp2qual.checks.agreement.scoring import misread, shift_fit
 from tp2qual.engines import engine_for
 from tp2qual.evidence.reference import TRANSCRIPT, Reference, find_reference, record_reference
-from tp2qual.exceptions import SuiteError
+from tp2qual.exceptions import NoLogprobs, SuiteError
 from tp2qual.gates import (
     Api,
     Candidate,
@@ -137,11 +143,11 @@ def _decode(api: Api, candidate: Candidate, pid: str, text: str, max_tokens: int
     body = completion_body(candidate, text, max_tokens=max_tokens, logprobs=settings["top_n"])
     reply = api.complete(tag, body)
     choice = _reply(reply, tag)
+    if gives_no_logprobs(choice.get("logprobs")):  # the suite cannot judge: ERROR, never FAIL
+        title = engine_for(candidate.engine).title
+        raise NoLogprobs(no_logprobs_said(tag, title, settings["top_n"]), candidate=candidate.name)
     rows = decode_rows(choice.get("logprobs"))
-    assert rows, (
-        f"{tag}: no token logprobs in the reply (asked logprobs: {settings['top_n']}); gate 07 "
-        "cannot judge a serve without them"
-    )
+    assert rows, f"{tag}: the reply's token logprobs are unreadable or empty: {choice}"[:600]
     usage = reply.body.get("usage") or {}
     line = {"kind": kind, "id": pid, "tag": tag, "prompt": text, "text": choice.get("text") or ""}
     return line | {"finish_reason": choice.get("finish_reason"), "tokens": rows,
@@ -162,8 +168,12 @@ def _reread(api: Api, candidate: Candidate, record: CandidateRecord, of: str,
     positions = int(decoded.get("prompt_tokens") or len(text)) + len(decoded["tokens"])
     timeout = api.budget.seconds_for(positions)
     choice = _reply(api.complete(tag, body, timeout=timeout), tag)
+    if gives_no_logprobs(choice.get("logprobs")):  # as in _decode: nothing to judge by
+        title = engine_for(candidate.engine).title
+        said = no_logprobs_said(tag, title, settings["top_n"], echo=True)
+        raise NoLogprobs(said, candidate=candidate.name)
     rows = reread_rows(choice.get("logprobs"), shift, settings["top_n"])
-    assert rows is not None, f"{tag}: the reread carries no token logprobs (echo with logprobs)"
+    assert rows is not None, f"{tag}: the reread's token logprobs are unreadable"
     if of == "self":
         _read_as_placed(candidate, tag, decoded, choice.get("logprobs"), shift, settings)
     answer = after(rows, len(decoded["prompt"]))

@@ -23,7 +23,7 @@ import pytest
 from docker.errors import ImageNotFound
 
 from tp2qual.candidate import load_candidate
-from tp2qual.exceptions import PinMismatch
+from tp2qual.exceptions import ImageUnavailable
 from tp2qual.image_ref import image_reference, split_image
 from tp2qual.launch import resolve_launch
 from tp2qual.redact import Redactor
@@ -184,7 +184,7 @@ def test_untagged_digest_pin_is_found_pulled_and_refused_by_digest(
 
     _drop_local(client, repo)
     missing = _launcher(tmp_path, client, repo, digest, pull=False)
-    with pytest.raises(PinMismatch) as caught:
+    with pytest.raises(ImageUnavailable) as caught:  # the host's state: a suite ERROR
         missing.verify_image()
     message = str(caught.value)
     for part in (str(tmp_path / "digest-pinned.toml"), f"{repo}@{digest}", "not present locally"):
@@ -197,11 +197,11 @@ def test_untagged_digest_pin_is_found_pulled_and_refused_by_digest(
     assert not any(t.endswith(":latest") for t in client.images.get(pulled["image_id"]).tags)
 
     wrong = "sha256:" + "0" * 64
-    with pytest.raises(PinMismatch) as caught:
+    with pytest.raises(ImageUnavailable) as caught:
         _launcher(tmp_path, client, repo, wrong, pull=True).verify_image()
     message = str(caught.value)
     assert f"docker pull {repo}@{wrong} failed" in message
     assert str(tmp_path / "digest-pinned.toml") in message
-    with pytest.raises(PinMismatch, match="not present locally") as caught:
+    with pytest.raises(ImageUnavailable, match="not present locally") as caught:
         _launcher(tmp_path, client, repo, wrong, pull=False).verify_image()
     assert digest in str(caught.value)  # what the repository does hold here is named

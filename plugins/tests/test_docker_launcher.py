@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from tp2qual.candidate import Candidate, load_candidate
-from tp2qual.exceptions import CandidateError, PinMismatch, StartupExited
+from tp2qual.exceptions import CandidateError, ImageUnavailable, PinMismatch, StartupExited
 from tp2qual.launch import RUN_LABEL, SESSION_LABEL, resolve_launch
 from tp2qual.redact import MASK, Redactor
 from tp2qual.serving.launchers.docker.launcher import DockerLauncher
@@ -286,7 +286,7 @@ def test_missing_image_is_refused_not_pulled(tmp_path: Path, client: Any, run_id
     cand = make_candidate(
         tmp_path, "no-image", command=["true"], pin=ZERO_PIN, image="tp2qual/does-not-exist:never"
     )
-    with pytest.raises(PinMismatch, match="not present locally"):
+    with pytest.raises(ImageUnavailable, match="not present locally"):
         launcher_for(cand, tmp_path, run_id, client).start()
     assert labelled(client, run_id) == []
 

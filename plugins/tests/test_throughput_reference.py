@@ -1,5 +1,6 @@
 """Where another candidate's measured throughput comes from (evidence/throughput_reference.py):
-its PASS in this run, else the newest earlier dated run holding one, never the ``latest`` link;
+its PASS in this run (none when it FAILED there), else the newest earlier dated PASS, never the
+``latest`` link (the one rule of evidence/reference_rule.py: test_one_reference.py);
 and the copy gate 08 keeps of it, which ``verify`` re-derives the floors from.
 
 Run folders are made by ``test_verify.write_run`` (the real core writes them).
@@ -51,17 +52,19 @@ def test_else_the_newest_earlier_dated_pass_never_the_latest_link(tmp_path: Path
     edit_finding(root / MID, _fail)  # not a PASS: not a basis
     write_run(root, run_id=NEW)  # a later run, and where `latest` points
     assert os.readlink(root / "latest") == NEW
-    found = measured_basis(root, MID, "reference", NAME)
+    between = "20261201T120000Z-0009"  # judged after MID's FAIL, before NEW
+    found = measured_basis(root, between, "reference", NAME)
     assert isinstance(found, MeasuredBasis) and (found.run, found.source) == (OLD, "an earlier run")
     assert found.where() == f"run {OLD}"
+    vetoed = measured_basis(root, MID, "reference", NAME)  # it FAILED in the run judged
+    assert isinstance(vetoed, str) and "FAILED in this run" in vetoed, vetoed
 
 
 def test_none_anywhere_says_so(tmp_path: Path) -> None:
     root = tmp_path / "results"
     write_run(root, run_id=OLD)
     assert measured_basis(root, OLD, "reference", "tp1-nowhere") == (
-        f"tp1-nowhere has no PASS with throughput samples in this run ({OLD}) or an earlier "
-        f"dated run under {root}"
+        f"reference 'tp1-nowhere' has no PASS in this run or an earlier dated run under {root}"
     )
 
 
@@ -107,4 +110,6 @@ def test_before_start_a_reference_selected_to_run_first_counts_as_coming(tmp_pat
     record = state.record(cand)
     assert not_derivable_before_start(state, record, {"tp1", "tp2"}) == []
     (why,) = not_derivable_before_start(state, record, {"tp2"})
-    assert why.startswith("derived_floors.decode_tok_s_median (of reference): tp1 has no PASS")
+    assert why.startswith(
+        "derived_floors.decode_tok_s_median (of reference): reference 'tp1' has no PASS"
+    )

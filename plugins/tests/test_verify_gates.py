@@ -317,3 +317,25 @@ def test_a_pin_mismatch_carries_its_facts(tmp_path: Path, monkeypatch: pytest.Mo
     facts = raised.value.facts
     assert facts is not None and facts["file_sha256"] != "0" * 64
     assert preflight.judge_model_pin(facts, pin).reason in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("reported", "stated", "same"),
+    [
+        ("0.22.1", "0.22.1", True),
+        ("0.11.1+9114fd76", "0.11.1", True),  # NGC 25.12's vLLM (vllm-project/vllm #31424)
+        ("0.22.1+9114fd76.nv26.06", "0.22.1", True),  # any builder's local label
+        ("0.22.1.post1", "0.22.1", False),  # another release
+        ("0.22.1.dev5+g9114fd76", "0.22.1", False),  # a build before the release
+        ("0.22.10", "0.22.1", False),
+        ("0.22.1+other", "0.22.1+9114fd76", False),  # a stated label means that build
+        (None, "0.22.1", False),
+    ],
+)
+def test_the_stated_engine_version_ignores_only_a_builders_local_label(
+    reported: str | None, stated: str, same: bool
+) -> None:
+    """Gate 02 and verify judge by the same function: one NGC build is not the candidate's
+    FAIL for the "+…" its image appends to the release it states."""
+    verdict = model_list.judge_version({"version": reported}, stated)
+    assert not isinstance(verdict, NotJudged) and verdict.ok is same, verdict

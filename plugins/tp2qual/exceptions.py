@@ -12,7 +12,10 @@
 
     SuiteError                the suite or its host could not judge: never the candidate's FAIL
     ├── PortInUse             the port the server is to listen on is held by another process
-    └── LookupTimedOut        a look-up the suite makes of its own accord (the engine's version)
+    ├── LookupTimedOut        a look-up the suite makes of its own accord (the engine's version)
+    ├── ImageUnavailable      the pinned image is not on this host, or pulling it failed
+    ├── GpusUnavailable       NVML cannot be read, or the GPUs the candidate needs are not free
+    └── NoLogprobs            the engine answers without the token logprobs gate 07 reads
 
 Each ``QualError`` speaks about the candidate (a gate that raises one FAILs); a ``SuiteError``,
 or any other exception in a gate, is the suite's own fault and reads as a suite error.
@@ -96,3 +99,18 @@ class PortInUse(SuiteError):
 
 class LookupTimedOut(SuiteError):
     pass
+
+
+class ImageUnavailable(SuiteError):
+    """The host lacks the pinned image (not present, or ``--pull`` failed): the host's state,
+    not a statement about the image's bytes (that is ``PinMismatch``)."""
+
+
+class GpusUnavailable(SuiteError):
+    """NVML absent, too few GPUs, too little memory, or GPUs busy with another serve: this host
+    cannot run the candidate now, which says nothing about the candidate."""
+
+
+class NoLogprobs(SuiteError):
+    """An HTTP 200 without the token logprobs asked for: gate 07 has nothing to judge by. The
+    engine (or its launch) cannot give them; the serve's answers are not wrong for it."""

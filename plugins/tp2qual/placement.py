@@ -18,7 +18,7 @@ from pathlib import Path
 
 from tp2qual.artifacts.finding import read_finding
 from tp2qual.candidate import Candidate
-from tp2qual.evidence.reference import dated_runs
+from tp2qual.evidence.reference_runs import dated_runs
 from tp2qual.hosts import Host, bound
 from tp2qual.perf.schedule import Job, place
 

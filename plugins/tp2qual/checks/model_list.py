@@ -67,16 +67,31 @@ def judge_context(
     return Verdict.passed(max_model_len=card["max_model_len"])
 
 
+def same_version(reported: str | None, stated: str) -> bool:
+    """The version the candidate states, in PEP 440's words: the same public version (release,
+    pre-, post- and dev-release), whatever local label a builder appends after ``+``. NVIDIA's
+    NGC vLLM images report one (``vLLM Version 0.11.1+9114fd76`` in nvcr.io/nvidia/vllm:25.12-py3,
+    vllm-project/vllm #31424): the same release, built by NVIDIA. A ``.post1`` or ``.dev5`` is
+    another version. A stated label is compared as well: who states one means that build."""
+    if reported is None:
+        return False
+    if "+" in stated:
+        return reported == stated
+    return reported.partition("+")[0] == stated  # PEP 440: the local label follows the "+"
+
+
 def judge_version(engine: Mapping[str, Any], stated: str | None) -> Verdict | NotJudged:
     """The engine says what it is (``identity/engine.json``: vLLM ``/version``, SGLang
     ``/server_info``, llama.cpp the installed package or the image label), and it is the
-    version the candidate states; a candidate that states none is not judged."""
+    version the candidate states (``same_version``); a candidate that states none is not
+    judged."""
     if not stated:
         return NotJudged("the candidate states no engine.version")
-    if engine.get("version") != stated:
+    reported = engine.get("version")
+    if not same_version(reported, stated):
         error = engine.get("version_error")
         return Verdict.failed(
-            f"engine reports version {engine.get('version')!r}"
+            f"engine reports version {reported!r}"
             f"{' (' + str(error) + ')' if error else ''}; the candidate states {stated!r}"
         )
-    return Verdict.passed(version=stated)
+    return Verdict.passed(version=stated, reported=reported)

@@ -183,6 +183,17 @@ def judge_image_pin(facts: Mapping[str, Any], model_revision: str) -> Verdict:
     return Verdict.passed(image_id=image_id)
 
 
+def gpus_refusal(reason: str) -> str:
+    """What the suite says when this host cannot give the candidate its GPUs now (a suite
+    ERROR, never the candidate's FAIL): what, and what to do."""
+    return (
+        f"this host cannot run the candidate now: {reason}. Not a finding about the candidate: "
+        "give it an NVIDIA driver and nvidia-ml-py where NVML is missing, the GPU count and "
+        "memory its [gpus] table asks for, and GPUs free of other serves (or --allow-busy, "
+        "recorded), then run it again"
+    )
+
+
 def judge_gpus(
     snapshot: Mapping[str, Any],
     gpus: Mapping[str, Any],

@@ -4,8 +4,9 @@ samples (perf/comparison.py ``ratio_interval``).
 
 The reference is ``[reference] candidate`` (a lane: its baseline). Its samples are those gate 08
 copied beside the candidate's (``throughput_reference.json``: what its floors were judged
-against), else its PASS in the same run, else the newest earlier dated run that holds one
-(evidence/throughput_reference.py), so a run made before gate 08 kept the copy still shows them.
+against, or why there were none), else those of the run gate 07 recorded, else of the run the
+one rule names now (evidence/reference_rule.py, as gate 07 and gate 08 take it), so a run made
+before gate 08 kept the copy still shows them.
 """
 
 from __future__ import annotations
@@ -18,11 +19,13 @@ from typing import Any
 from tp2qual.artifacts.claims import read_records
 from tp2qual.artifacts.finding import FAILED, PASSED, Finding
 from tp2qual.candidate import GATE_DEFAULTS
-from tp2qual.evidence.throughput_reference import SAMPLES, measured_basis, recorded_bases
+from tp2qual.evidence.reference import REFERENCE_IDENTITY
+from tp2qual.evidence.reference_rule import Chosen
+from tp2qual.evidence.reference_runs import choose_run, read_json
+from tp2qual.evidence.throughput_reference import SAMPLES, basis_in, recorded_bases
 from tp2qual.perf.comparison import ratio_interval
 from tp2qual.perf.floor_basis import (
     REFERENCE,
-    MeasuredBasis,
     basis_names,
     measurement,
     mismatch,
@@ -57,9 +60,12 @@ def reference_ratios(run_dir: Path, cand_dir: Path, finding: Finding) -> Referen
     outcome = result.outcome if result is not None else None
     if outcome not in (PASSED, FAILED):
         return ReferenceRatios(name, where=f"not measured here (throughput {outcome or 'not run'})")
-    basis = recorded_bases(cand_dir).get(REFERENCE)
-    if not isinstance(basis, MeasuredBasis):
-        basis = measured_basis(run_dir.parent, run_dir.name, REFERENCE, name)
+    copied = recorded_bases(cand_dir)  # what gate 08 judged against, or why it had none
+    basis = (
+        copied[REFERENCE]
+        if REFERENCE in copied
+        else basis_in(run_dir.parent, judged_by(run_dir, cand_dir, name), REFERENCE)
+    )
     if isinstance(basis, str):
         return ReferenceRatios(name, where=basis)
     own_settings = {**GATE_DEFAULTS["throughput"], **_throughput_spec(finding.spec)}
@@ -72,6 +78,16 @@ def reference_ratios(run_dir: Path, cand_dir: Path, finding: Finding) -> Referen
         if (found := ratio_interval(_values(own, figure), _values(basis.samples, figure)))
     }
     return ReferenceRatios(name, basis.run, basis.where(), ratios)
+
+
+def judged_by(run_dir: Path, cand_dir: Path, name: str) -> Chosen:
+    """The run of ``name`` the candidate was judged against: the one gate 07 recorded (the one
+    rule's choice that day, with that day's pins), else the rule applied now without pins."""
+    recorded = read_json(cand_dir / REFERENCE_IDENTITY)
+    if recorded.get("candidate") == name and recorded.get("run"):
+        run = str(recorded["run"])
+        return Chosen(name, run, this_run=run == run_dir.name)
+    return choose_run(run_dir.parent, run_dir.name, name)
 
 
 def _throughput_spec(spec: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 class Problem:
     # tampered | missing | unlisted | manifest | finding | claim | unbacked | verdict
     # | rederive (the raw exchanges give another value) | unsupported (outcome vs evidence)
+    # | reference (a gate took its reference from another run than the one rule names)
     # | note (not a problem: a failure that stands on its reason alone)
     kind: str
     where: str  # path relative to the run folder

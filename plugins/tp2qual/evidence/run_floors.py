@@ -31,14 +31,15 @@ def measured_bases(state: RunState, record: CandidateRecord) -> dict[str, Measur
     """The measured bases the candidate's derived floors ask for, each found or said missing."""
     candidate = record.candidate
     names = basis_names(candidate.spec)
+    files = {c.name: c for c in state.candidates}
     found: dict[str, MeasuredBasis | str] = {}
     for role in roles_used(candidate.gate("throughput")):
         name = names.get(role)
-        found[role] = (
-            measured_basis(state.results_root, state.run_id, role, name, state.records.get(name))
-            if name
-            else f"no {role.replace('_', ' ')} named"
-        )
+        if not name:
+            found[role] = f"no {role.replace('_', ' ')} named"
+            continue
+        here, wanted = state.records.get(name), files.get(name)
+        found[role] = measured_basis(state.results_root, state.run_id, role, name, here, wanted)
     return found
 
 

@@ -27,6 +27,7 @@ from tp2qual.artifacts.layout import FINDING, MANIFEST, NOT_HASHED, sha256_of
 from tp2qual.candidate import GATES
 from tp2qual.evidence.problem import Problem
 from tp2qual.evidence.verify_gates import check_rederived
+from tp2qual.evidence.verify_reference import check_reference_runs
 
 __all__ = ["Problem", "Verification", "resolve_run", "verify_run"]
 
@@ -150,6 +151,7 @@ def check_candidate(
         return [Problem("finding", where, f"unreadable: {exc}")]
     problems = check_verdict(finding, where) + check_backing(finding, where)
     problems += check_suite_errors(cand_dir, finding, where)
+    problems += check_reference_runs(run_dir, cand_dir, where)
     if finding.run_id != run_dir.name:
         problems.append(
             Problem("finding", where, f"belongs to run {finding.run_id!r}, not {run_dir.name!r}")

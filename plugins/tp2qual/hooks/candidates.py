@@ -144,7 +144,8 @@ def why_not_runnable(candidate: Candidate) -> str | None:
     """Why this machine cannot run the candidate at all, or None."""
     needed = candidate.gpus.get("count", 0)
     if needed and (have := gpu_count()) < needed:
-        return f"needs {needed} NVIDIA GPU(s), this machine has {have}"
+        why = f"needs {needed} NVIDIA GPU(s), this machine has {have}"
+        return why + (f" ({nvml_error()})" if not have and nvml_error() else "")
     if candidate.launcher_kind == "docker":
         from tp2qual.serving.launchers.docker.engine import unavailable as docker_unavailable
         from tp2qual.serving.launchers.docker.pins import pin_unresolved
@@ -178,3 +179,18 @@ def gpu_count() -> int:
             pynvml.nvmlShutdown()
     except Exception:  # no driver, no library: no GPUs here
         return 0
+
+
+@cache
+def nvml_error() -> str:
+    """Why NVML counts no GPU here, when it cannot be read at all: with what to do."""
+    try:
+        import pynvml
+    except ImportError:
+        return "NVML cannot be read: nvidia-ml-py is not installed"
+    try:
+        pynvml.nvmlInit()
+    except Exception as exc:  # no driver, no library
+        return f"NVML cannot be read: {exc}; install the NVIDIA driver (WSL2: the Windows one)"
+    pynvml.nvmlShutdown()
+    return ""

@@ -36,6 +36,29 @@ def _columns(logprobs: Any) -> tuple[list[str], list[Any], list[Any]] | None:
     return [str(t) for t in tokens], values, tops
 
 
+def gives_no_logprobs(logprobs: Any) -> bool:
+    """The reply carries no logprobs at all (``null``, absent, ``{}``, or an object without
+    ``tokens`` and ``token_logprobs``): the engine or its launch does not give them, which is
+    the suite's inability to judge, not a wrong answer. Logprobs that are there but empty (no
+    token generated) or unreadable are the reply's own fault."""
+    if logprobs is None or logprobs in ({}, []):
+        return True
+    return isinstance(logprobs, Mapping) and all(
+        logprobs.get(key) is None for key in ("tokens", "token_logprobs")
+    )
+
+
+def no_logprobs_said(tag: str, engine: str, top_n: int, *, echo: bool = False) -> str:
+    """What and what to do, for ``NoLogprobs``."""
+    asked = f"echo with logprobs: {top_n}" if echo else f"logprobs: {top_n}"
+    return (
+        f"{tag}: {engine} answered HTTP 200 without token logprobs ({asked}); gate 07 judges "
+        "by them and cannot judge this serve. Not a finding about the candidate: serve with an "
+        f"engine build and flags that return them (vLLM: --max-logprobs of at least {top_n}), "
+        "or set [gates.not_applicable] agreement in the candidate file with why"
+    )
+
+
 def decode_rows(logprobs: Any) -> list[Row] | None:
     """A decode's rows, as chosen; None when the answer carries no usable logprobs."""
     columns = _columns(logprobs)

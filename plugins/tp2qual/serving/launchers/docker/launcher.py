@@ -25,7 +25,7 @@ from tp2qual.artifacts.layout import atomic_write
 from tp2qual.candidate import Candidate
 from tp2qual.checks.preflight import image_matches, model_label_problem
 from tp2qual.engine_env import candidate_env_problems
-from tp2qual.exceptions import CandidateError, PinMismatch, StartupExited
+from tp2qual.exceptions import CandidateError, ImageUnavailable, PinMismatch, StartupExited
 from tp2qual.image_ref import image_reference, is_by_digest, split_image
 from tp2qual.launch import SESSION, ResolvedLaunch, resolve_launch
 from tp2qual.redact import Redactor
@@ -227,7 +227,7 @@ class DockerLauncher(LauncherBase):
         held = sorted(
             {f"{i.id} {i.attrs.get('RepoDigests') or i.tags}" for i in client.images.list(repo)}
         )
-        raise PinMismatch(
+        raise ImageUnavailable(
             f"{self._where()}: image {ref} is not present locally (pinned {pin}); "
             + (f"{repo} here: {'; '.join(held)}; " if held else "")
             + f"nothing is pulled unless asked (--pull): {self._what_to_do(ref)}",
@@ -241,7 +241,7 @@ class DockerLauncher(LauncherBase):
         try:
             client.images.pull(ref)
         except APIError as exc:  # NotFound (wrong digest), registry refused, no network
-            raise PinMismatch(
+            raise ImageUnavailable(
                 f"{self._where()}: docker pull {ref} failed: {exc.explanation or exc}; check the "
                 f"reference and registry access, or {self._what_to_do(ref)}",
                 candidate=self.candidate.name,
