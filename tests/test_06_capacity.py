@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from tp2qual.checks.needle import fill_reaches, judge_needle, needle_answer
+from tp2qual.checks.needle import fill_reaches, judge_needle, needle_answer, needle_plan
 from tp2qual.checks.overlength import classify, over_bound_problems
 from tp2qual.engines import engine_for
 from tp2qual.gates import Api, Candidate, CandidateRecord, Claimer, Server, chat_body
@@ -47,9 +47,9 @@ def test_needle_found_near_the_bound(
     claim: Claimer,
 ) -> None:
     settings = candidate.gate("capacity")
-    budget = settings["needle_max_tokens"]  # a thinking model reasons before it answers
-    target = int(candidate.max_model_len * settings["fill"]) - budget  # room for the reply
-    total = calibration.sentences_for(target)
+    plan = needle_plan(candidate.max_model_len, settings)  # the rule verify re-derives by
+    budget = plan.budget  # a thinking model reasons before it answers
+    total = calibration.sentences_for(plan.prompt_tokens)
     half = total // 2
     needle = NEEDLE.format(answer=needle_answer(settings))
     prompt = " ".join([filler(half), needle, filler(total - half, start=half + 1), QUESTION])
@@ -61,7 +61,7 @@ def test_needle_found_near_the_bound(
     )
     record.evidence.append_jsonl("capacity_results.jsonl", {"check": "needle", **row})
     fill = claim("needle_prompt_fill", "capacity_results.jsonl", op="field", path="fill")
-    assert fill_reaches(fill, settings["fill"]), (
+    assert fill_reaches(fill, plan.wanted_fill), (
         f"needle prompt filled only {fill:.0%} of the bound"
     )
     assert row["ok"], f"needle at {used} tokens not retrieved: {wrong}"

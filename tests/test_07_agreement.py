@@ -58,6 +58,7 @@ from tp2qual.checks.agreement import (
     WARM,
 )
 from tp2qual.checks.agreement.evaluate import evaluate
+from tp2qual.checks.agreement.near_bound import near_bound_plan
 from tp2qual.checks.agreement.rows import after, decode_rows, reread_rows
 from tp2qual.checks.agreement.scoring import misread, shift_fit
 from tp2qual.engines import engine_for
@@ -190,8 +191,8 @@ def _near_bound(api: Api, candidate: Candidate, settings: dict[str, Any]) -> dic
     repeated), sized by the engine's own token count of a first guess."""
     _, items = _load(ARITHMETIC, "items")
     source = " ".join(item["question"] for item in items)
-    target = int(candidate.max_model_len * settings["near_bound_fill"])
-    budget = settings["near_bound_max_tokens"]
+    plan = near_bound_plan(candidate.max_model_len, settings)
+    target, budget = plan.prompt_tokens, plan.max_tokens
     sample = completion_body(candidate, source[:SAMPLE_CHARS], max_tokens=1)
     sized = api.complete("size:near-bound", sample)
     _reply(sized, "size:near-bound")

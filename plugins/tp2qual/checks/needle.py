@@ -9,6 +9,7 @@ rule, one copy. The needle's prompt must fill the bounded context to within ``FI
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from tp2qual.checks.answers import check_budgeted_answer, split_reasoning
@@ -17,6 +18,23 @@ from tp2qual.checks.answers import check_budgeted_answer, split_reasoning
 # tokenizer does not follow exactly: this much short of the fill asked for still counts.
 FILL_SLACK = 0.05
 DEFAULT_ANSWER = "Lisbon"
+
+
+@dataclass(frozen=True)
+class NeedlePlan:
+    """The needle prompt gate 06 sizes, and the fill of the bound it must then reach."""
+
+    prompt_tokens: int  # the prompt's target length, on the server's own token counts
+    budget: int  # the reply's max_tokens
+    wanted_fill: float  # the fill ``fill_reaches`` judges the measured prompt against
+
+
+def needle_plan(max_model_len: int, settings: Mapping[str, Any]) -> NeedlePlan:
+    """The needle's prompt size: ``fill`` of the bound less the reply budget (room for the
+    reply), judged against ``fill``."""
+    budget = int(settings["needle_max_tokens"])
+    wanted = float(settings["fill"])
+    return NeedlePlan(int(max_model_len * wanted) - budget, budget, wanted)
 
 
 def needle_answer(settings: Mapping[str, Any]) -> str:
