@@ -54,7 +54,10 @@ def test_needle_found_near_the_bound(
     half = total // 2
     needle = NEEDLE.format(answer=needle_answer(settings))
     prompt = " ".join([filler(half), needle, filler(total - half, start=half + 1), QUESTION])
-    reply = api.chat("needle", _ask(candidate, prompt, budget))
+    # Its deadline counts the prompt's prefill (budget.py), not only the reply: at most what
+    # fits beside the budget (the calibration may count a long prompt short).
+    most = candidate.max_model_len - budget
+    reply = api.chat("needle", _ask(candidate, prompt, budget), prompt_tokens=most)
     assert reply.status == 200, f"needle prompt: HTTP {reply.status}: {reply.body}"
     used = reply.usage("prompt_tokens")
     row, wrong = judge_needle(
@@ -79,11 +82,18 @@ def test_over_bound_rejected_and_server_survives(
     settings = candidate.gate("capacity")
     known = engine_for(candidate.engine).over_length
     over = calibration.sentences_for(int(candidate.max_model_len * settings["over_by"]))
-    reply = api.chat("over-bound", _ask(candidate, filler(over) + " " + QUESTION))
+    # Refused before any prefill when the engine is right; one that truncates silently
+    # prefills at most the bound, and must still answer in time to be judged silent.
+    most = candidate.max_model_len
+    reply = api.chat(
+        "over-bound", _ask(candidate, filler(over) + " " + QUESTION), prompt_tokens=most
+    )
     plain = classify(reply.status, reply.body, over_length=known)
     streamed = None
     if settings["stream_over_bound"]:
-        stream = api.stream_chat("over-bound-stream", _ask(candidate, filler(over)))
+        stream = api.stream_chat(
+            "over-bound-stream", _ask(candidate, filler(over)), prompt_tokens=most
+        )
         streamed = classify(stream.status, stream.error_body, stream.chunks, known)
     after = api.chat("after-over-bound", _ask(candidate, "Say hello.", 8))
     problems = over_bound_problems(plain, streamed, after.status)

@@ -132,11 +132,13 @@ def _reply(reply: Exchange, what: str) -> dict[str, Any]:
 
 
 def _decode(api: Api, candidate: Candidate, pid: str, text: str, max_tokens: int,
-            settings: dict[str, Any], kind: str = OWN) -> dict[str, Any]:  # fmt: skip
-    """One greedy continuation with its top-N logprobs, as a transcript line."""
+            settings: dict[str, Any], kind: str = OWN,
+            prompt_tokens: int | None = None) -> dict[str, Any]:  # fmt: skip
+    """One greedy continuation with its top-N logprobs, as a transcript line; its deadline
+    counts ``prompt_tokens`` of prefill where the gate knows them (else the text's length)."""
     tag = f"{'decode' if kind == OWN else kind}:{pid}"
     body = completion_body(candidate, text, max_tokens=max_tokens, logprobs=settings["top_n"])
-    reply = api.complete(tag, body)
+    reply = api.complete(tag, body, prompt_tokens=prompt_tokens)
     choice = _reply(reply, tag)
     rows = decode_rows(choice.get("logprobs"))
     assert rows, (
@@ -159,9 +161,10 @@ def _reread(api: Api, candidate: Candidate, record: CandidateRecord, of: str,
     tag = f"reread:{of}:{decoded['id']}"
     text = decoded["prompt"] + decoded["text"]
     body = completion_body(candidate, text, max_tokens=1, logprobs=settings["top_n"], echo=True)
-    # Every position is prefilled with its top-N logprobs: budgeted as that many tokens.
+    # Every position is prefilled with its top-N logprobs: budgeted as that many tokens, and
+    # as that long a prompt.
     positions = int(decoded.get("prompt_tokens") or len(text)) + len(decoded["tokens"])
-    timeout = api.budget.seconds_for(positions)
+    timeout = api.budget.seconds_for(positions, positions)
     choice = _reply(api.complete(tag, body, timeout=timeout), tag)
     rows = reread_rows(choice.get("logprobs"), shift, settings["top_n"])
     assert rows is not None, f"{tag}: the reread carries no token logprobs (echo with logprobs)"
@@ -199,7 +202,8 @@ def _near_bound(api: Api, candidate: Candidate, settings: dict[str, Any]) -> dic
     counted = int((sized.body.get("usage") or {}).get("prompt_tokens") or 0)
     chars = int(target * (SAMPLE_CHARS / counted if counted else CHARS_PER_TOKEN))
     text = (source * (chars // len(source) + 1))[:chars].rsplit(" ", 1)[0] + "\nSummary:"
-    return _decode(api, candidate, NEAR_BOUND, text, budget, settings) | {"fill_target": target}
+    near = _decode(api, candidate, NEAR_BOUND, text, budget, settings, prompt_tokens=target)
+    return near | {"fill_target": target}
 
 
 def _reference(candidate: Candidate, request: pytest.FixtureRequest,

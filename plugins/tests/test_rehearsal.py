@@ -18,6 +18,7 @@ from tp2qual.checks.agreement.near_bound import near_bound_plan
 from tp2qual.checks.needle import fill_reaches, needle_plan
 from tp2qual.perf import prefill
 from tp2qual.rehearsal import Room, plan_lines, rehearse, shipped_from
+from tp2qual.serving.server import prompt_chars
 
 MAIN = Path(__file__).resolve().parents[2]
 DATA = Path(tp2qual.__file__).parent / "data"
@@ -82,3 +83,13 @@ def test_the_plan_shows_each_gates_largest_request_with_its_deadline_and_rate() 
     for gate in ("deterministic", "capacity", "agreement", "throughput"):
         line = next(ln for ln in lines if ln.startswith(f"{gate}: "))
         assert "deadline" in line and "needs" in line
+
+
+def test_a_deadline_counts_its_prompt_where_the_gate_knows_it_else_its_characters() -> None:
+    budget = TimeBudget(floor_tok_s=10.0)
+    assert prompt_chars({"prompt": "abc", "max_tokens": 1}) == 3
+    assert prompt_chars({"messages": [{"role": "user", "content": "hello"}]}) == 5
+    extra = budget.seconds_for(32, 196_608) - budget.seconds_for(32)
+    assert extra == pytest.approx(196_608 / prefill.assumed_tok_s())  # about two minutes
+    assert "a 196608-token prompt at 1676 tok/s" in budget.explain(32, 196_608)
+    assert TimeBudget(fixed_s=5.0).seconds_for(32, 196_608) == 5.0  # a gate's own stays its own

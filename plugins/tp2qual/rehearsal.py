@@ -164,12 +164,14 @@ class _Sizer:
         self.candidate, self.room = candidate, room
 
     def request(self, gate: str, name: str, prompt: int, max_tokens: int, *,
-                timeout_tokens: int | None = None, echo: int = 0,
+                timeout_tokens: int | None = None, counted: int | None = None, echo: int = 0,
                 **extra: Any) -> Request:  # fmt: skip
         """``timeout_tokens``: the tokens the gate sizes the deadline by, where it is not the
-        reply budget (an echo reread: its positions)."""
+        reply budget (an echo reread: its positions); ``counted``: the prompt tokens the gate
+        tells the deadline, where not the prompt's own (the needle: what fits the bound)."""
         budget = budget_of(self.candidate, gate)
-        timeout = budget.seconds_for(timeout_tokens or max_tokens)
+        counted = prompt if counted is None else counted
+        timeout = budget.seconds_for(timeout_tokens or max_tokens, counted)
         needed = prompt / prefill.assumed_tok_s() + max_tokens / budget.floor_tok_s
         made = Request(gate, name, prompt, max_tokens, timeout, needed, echo_positions=echo,
                        peak_gib=self.room.peak_gib(echo), **extra)  # fmt: skip
@@ -225,7 +227,7 @@ def _capacity(sizer: _Sizer, c: Candidate) -> list[Request]:
     over = int(c.max_model_len * s["over_by"])
     needle = sizer.request(
         "capacity", "needle", plan.prompt_tokens, plan.budget, fill=fill,
-        wanted_fill=plan.wanted_fill,
+        wanted_fill=plan.wanted_fill, counted=c.max_model_len - plan.budget,
     )  # fmt: skip
     return [needle, sizer.request("capacity", "over-bound", over, 16, over_bound=True)]
 
