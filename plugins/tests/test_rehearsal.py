@@ -13,11 +13,15 @@ import pytest
 
 import tp2qual
 from tp2qual.budget import TimeBudget
-from tp2qual.candidate import Candidate, load_candidates
-from tp2qual.checks.agreement.near_bound import near_bound_plan
+from tp2qual.candidate import GATE_DEFAULTS, Candidate, load_candidates
+from tp2qual.checks.agreement import NEAR_BOUND, OWN
+from tp2qual.checks.agreement import WARM as WARM_KIND
+from tp2qual.checks.agreement.evaluate import evaluate
+from tp2qual.checks.agreement.near_bound import ECHO, near_bound_plan
+from tp2qual.checks.agreement.near_bound import WARM as WARM_CHECK
 from tp2qual.checks.needle import fill_reaches, needle_plan
 from tp2qual.perf import prefill
-from tp2qual.rehearsal import Room, plan_lines, rehearse, shipped_from
+from tp2qual.rehearsal import Room, echo_fits, plan_lines, rehearse, shipped_from
 from tp2qual.serving.server import prompt_chars
 
 MAIN = Path(__file__).resolve().parents[2]
@@ -93,3 +97,33 @@ def test_a_deadline_counts_its_prompt_where_the_gate_knows_it_else_its_character
     assert extra == pytest.approx(196_608 / prefill.assumed_tok_s())  # about two minutes
     assert "a 196608-token prompt at 1676 tok/s" in budget.explain(32, 196_608)
     assert TimeBudget(fixed_s=5.0).seconds_for(32, 196_608) == 5.0  # a gate's own stays its own
+
+
+def _row(token: str, logprob: float) -> dict[str, object]:
+    return {"token": token, "logprob": logprob, "top": [[token, logprob], ["zz", -4.0]]}
+
+
+def test_near_the_bound_a_decode_is_held_against_its_warm_decode_where_no_echo_fits() -> None:
+    rows = [_row(t, -0.1) for t in ("a", " b", " c", " d")]
+    own = {"kind": OWN, "id": NEAR_BOUND, "prompt": "p", "text": "a b c d",
+           "finish_reason": "length", "tokens": rows}  # fmt: skip
+    same = evaluate([own, {**own, "kind": WARM_KIND}], GATE_DEFAULTS["agreement"])
+    assert same.problems == [] and same.claims["near_bound_judgement"] == "agrees"
+    moved = [_row(r["token"], -0.9) for r in rows]  # every position 0.8 nat off
+    apart = evaluate([own, {**own, "kind": WARM_KIND, "tokens": moved}], GATE_DEFAULTS["agreement"])
+    said = "self-consistency near the bound (decode against its warm decode)"
+    assert any(said in p for p in apart.problems), apart.problems
+
+
+@pytest.mark.parametrize(
+    ("name", "check"),
+    [("qwen3.5-122b-a10b-nvfp4", WARM_CHECK), ("laguna-s-2.1-nvfp4", WARM_CHECK),
+     ("smollm2-135m-local", ECHO)],
+)  # fmt: skip
+def test_an_echo_near_the_bound_only_where_its_peak_is_known_to_fit(name: str, check: str) -> None:
+    candidate = next(c for c in load_candidates([MAIN / "candidates"]) if c.name == name)
+    settings = candidate.gate("agreement")
+    sized = near_bound_plan(candidate.max_model_len, settings)
+    fits, why = echo_fits(candidate, sized.prompt_tokens + sized.max_tokens)
+    assert near_bound_plan(candidate.max_model_len, settings, fits).check == check, why
+    assert ("over the 6.56 GiB" in why) if name.startswith("qwen") else why

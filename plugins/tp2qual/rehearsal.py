@@ -144,6 +144,21 @@ def room_of(candidate: Candidate) -> Room:
     return Room(gib, int(chunk) if chunk else None, vocab, basis)
 
 
+def echo_fits(candidate: Candidate, positions: int) -> tuple[bool, str]:
+    """Whether an echo with logprobs at ``positions`` is known to fit beside the serve, and why
+    (gate 07's near-bound check, ``checks.agreement.near_bound``). Unknown is no."""
+    if not candidate.gpus.get("count"):
+        return True, "a CPU serve: its prompt logprobs take host memory, not a GPU's slack"
+    room = room_of(candidate)
+    peak = room.peak_gib(positions)
+    if peak is None or room.gib is None:
+        return False, f"an echo's prompt-logprob peak is not known here: {room.basis}"
+    said = f"an echo's prompt logprobs peak at {peak:.2f} GiB"
+    if peak > room.gib:
+        return False, f"{said}, over the {room.gib:.2f} GiB the launch leaves"
+    return True, f"{said}, within the {room.gib:.2f} GiB the launch leaves"
+
+
 def budget_of(candidate: Candidate, gate: str | None = None) -> TimeBudget:
     """The deadline's budget as the plan resolves it from the file alone (``dry_run``'s
     request budget): the floor gate 08 judges, the file's prefill allowance."""
@@ -240,12 +255,18 @@ def _agreement(sizer: _Sizer, c: Candidate, shipped: Shipped) -> list[Request]:
         out.append(sizer.request("agreement", f"decode-{n}", chars, max_tokens))
         out.append(sizer.request("agreement", f"reread-{n}", positions, 1,
                                  timeout_tokens=positions, echo=positions))  # fmt: skip
-    plan = near_bound_plan(c.max_model_len, s)
+        out.append(sizer.request("agreement", f"warm-{n}", chars, max_tokens))
+    sized = near_bound_plan(c.max_model_len, s)
+    fits, _ = echo_fits(c, sized.prompt_tokens + sized.max_tokens)
+    plan = near_bound_plan(c.max_model_len, s, fits)
     out.append(sizer.request("agreement", "near-bound", plan.prompt_tokens, plan.max_tokens))
     if plan.echo_positions:
         out.append(sizer.request("agreement", "near-bound-reread", plan.echo_positions, 1,
                                  timeout_tokens=plan.echo_positions,
                                  echo=plan.echo_positions))  # fmt: skip
+    else:  # the warm decode of the same prompt
+        out.append(sizer.request("agreement", "near-bound-warm", plan.prompt_tokens,
+                                 plan.max_tokens))  # fmt: skip
     for n, chars in enumerate(shipped.item_chars[: s["accuracy_items"]]):
         out.append(sizer.request("agreement", f"item-{n}", chars, s["accuracy_max_tokens"]))
     return out
