@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from tp2qual.budget import TimeBudget
+from tp2qual.budget import MARGIN, TimeBudget
 from tp2qual.candidate import Candidate
 from tp2qual.checks.agreement.near_bound import near_bound_plan
 from tp2qual.checks.needle import fill_reaches, needle_plan
@@ -92,6 +92,7 @@ class Rehearsal:
     budget: TimeBudget
     room: Room
     requests: tuple[Request, ...] = field(default=())
+    near_check: str = ""  # how gate 07 checks its decode near the bound, and why
 
     @property
     def problems(self) -> list[str]:
@@ -279,7 +280,14 @@ def rehearse(candidate: Candidate, shipped: Shipped) -> Rehearsal:
     requests = [*_small(sizer, candidate), *_capacity(sizer, candidate)]
     requests += _agreement(sizer, candidate, shipped)
     kept = tuple(r for r in requests if not candidate.not_applicable(r.gate))
-    return Rehearsal(candidate.name, budget_of(candidate), room, kept)
+    return Rehearsal(candidate.name, budget_of(candidate), room, kept, _near_check(candidate))
+
+
+def _near_check(candidate: Candidate) -> str:
+    sized = near_bound_plan(candidate.max_model_len, candidate.gate("agreement"))
+    fits, why = echo_fits(candidate, sized.prompt_tokens + sized.max_tokens)
+    how = "an echo reread" if fits else "a warm decode of the same prompt, not an echo"
+    return f"gate 07 near the bound: {how} ({why})"
 
 
 def shipped_from(prompts: Mapping[str, Any], items: Mapping[str, Any]) -> Shipped:
@@ -294,8 +302,15 @@ def shipped_from(prompts: Mapping[str, Any], items: Mapping[str, Any]) -> Shippe
 
 def plan_lines(rehearsal: Rehearsal) -> list[str]:
     """``--plan``: per gate, the largest request, its deadline and the prefill rate assumed."""
-    lines = [f"prefill assumed: {prefill.basis()}",
-             f"prompt logprobs room: {rehearsal.room.basis}"]  # fmt: skip
+    b = rehearsal.budget
+    lines = [
+        f"prefill assumed: {prefill.basis()}",
+        f"a deadline: {b.prefill_s:g} s + the prompt at {b.prefill_tok_s:.0f} tok/s + the "
+        f"reply x {MARGIN} at {b.floor_tok_s:.3g} tok/s ({b.floor_source}); it needs the prompt "
+        "at that rate and the reply at the floor (short prompts counted by their characters)",
+        f"prompt logprobs room: {rehearsal.room.basis}",
+        rehearsal.near_check,
+    ]
     for gate, r in rehearsal.largest().items():
         peak = f"; prompt logprobs peak {r.peak_gib:.2f} GiB" if r.peak_gib is not None else ""
         lines.append(
