@@ -1,6 +1,7 @@
 """Gate 06 — context capacity.
 
-Pass means: a needle placed in a prompt filling about 90 % of the bounded context is retrieved;
+Pass means: a needle placed in a prompt filling about 90 % of the bounded context (where the
+reply budget still fits beside it: ``checks.needle.needle_plan``) is retrieved;
 a prompt over the bound is rejected cleanly — an HTTP 4xx with a JSON error body, or streamed,
 the engine's error as the answer of an HTTP 200 stream (SGLang's way, recorded as such); not a
 5xx and not a silent truncation — and the server still answers afterwards
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from tp2qual.checks.needle import fill_reaches, judge_needle, needle_answer
+from tp2qual.checks.needle import fill_reaches, judge_needle, needle_answer, needle_plan
 from tp2qual.checks.overlength import classify, over_bound_problems
 from tp2qual.engines import engine_for
 from tp2qual.gates import Api, Candidate, CandidateRecord, Claimer, Server, chat_body
@@ -47,13 +48,16 @@ def test_needle_found_near_the_bound(
     claim: Claimer,
 ) -> None:
     settings = candidate.gate("capacity")
-    budget = settings["needle_max_tokens"]  # a thinking model reasons before it answers
-    target = int(candidate.max_model_len * settings["fill"]) - budget  # room for the reply
-    total = calibration.sentences_for(target)
+    plan = needle_plan(candidate.max_model_len, settings)  # the rule verify re-derives by
+    budget = plan.budget  # a thinking model reasons before it answers
+    total = calibration.sentences_for(plan.prompt_tokens)
     half = total // 2
     needle = NEEDLE.format(answer=needle_answer(settings))
     prompt = " ".join([filler(half), needle, filler(total - half, start=half + 1), QUESTION])
-    reply = api.chat("needle", _ask(candidate, prompt, budget))
+    # Its deadline counts the prompt's prefill (budget.py), not only the reply: at most what
+    # fits beside the budget (the calibration may count a long prompt short).
+    most = candidate.max_model_len - budget
+    reply = api.chat("needle", _ask(candidate, prompt, budget), prompt_tokens=most)
     assert reply.status == 200, f"needle prompt: HTTP {reply.status}: {reply.body}"
     used = reply.usage("prompt_tokens")
     row, wrong = judge_needle(
@@ -61,8 +65,9 @@ def test_needle_found_near_the_bound(
     )
     record.evidence.append_jsonl("capacity_results.jsonl", {"check": "needle", **row})
     fill = claim("needle_prompt_fill", "capacity_results.jsonl", op="field", path="fill")
-    assert fill_reaches(fill, settings["fill"]), (
-        f"needle prompt filled only {fill:.0%} of the bound"
+    claim("needle_fill_reached", "capacity_results.jsonl", op="field", path="fill_reached")
+    assert fill_reaches(fill, plan.wanted_fill), (
+        f"needle prompt filled only {fill:.0%} of the bound, {plan.wanted_fill:.0%} wanted"
     )
     assert row["ok"], f"needle at {used} tokens not retrieved: {wrong}"
 
@@ -77,11 +82,18 @@ def test_over_bound_rejected_and_server_survives(
     settings = candidate.gate("capacity")
     known = engine_for(candidate.engine).over_length
     over = calibration.sentences_for(int(candidate.max_model_len * settings["over_by"]))
-    reply = api.chat("over-bound", _ask(candidate, filler(over) + " " + QUESTION))
+    # Refused before any prefill when the engine is right; one that truncates silently
+    # prefills at most the bound, and must still answer in time to be judged silent.
+    most = candidate.max_model_len
+    reply = api.chat(
+        "over-bound", _ask(candidate, filler(over) + " " + QUESTION), prompt_tokens=most
+    )
     plain = classify(reply.status, reply.body, over_length=known)
     streamed = None
     if settings["stream_over_bound"]:
-        stream = api.stream_chat("over-bound-stream", _ask(candidate, filler(over)))
+        stream = api.stream_chat(
+            "over-bound-stream", _ask(candidate, filler(over)), prompt_tokens=most
+        )
         streamed = classify(stream.status, stream.error_body, stream.chunks, known)
     after = api.chat("after-over-bound", _ask(candidate, "Say hello.", 8))
     problems = over_bound_problems(plain, streamed, after.status)

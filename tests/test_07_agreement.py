@@ -11,8 +11,10 @@ arithmetic items are chat requests with the candidate's ``[gates.request]``. Pas
 - **greedy is argmax**: every chosen token is the top of its own reported distribution;
 - **self-consistent**: each answer, reread by the serve (prompt plus answer prefilled, ``echo``
   with logprobs), gets the logprobs it was decoded with — on the shipped prompts and on one
-  that fills ``near_bound_fill`` of the context, where a KV-cache fault shows; a second decode
-  of each prompt, its prefix now cached, decodes as the cold one did;
+  that fills ``near_bound_fill`` of the context, where a KV-cache fault shows (there, where an
+  echo's prompt-logprob peak is not known to fit the serve's memory, a warm decode of the same
+  prompt stands in for the reread: ``checks/agreement/near_bound.py``); a second decode of
+  each prompt, its prefix now cached, decodes as the cold one did;
 - **agrees with the reference** (``[reference] candidate``): vLLM's closeness walk to the first
   differing token, with the gap at that token and the answers' ends; and teacher forced, the
   serve's reread of the reference's answers against the reference's own logprobs at every
@@ -58,6 +60,7 @@ from tp2qual.checks.agreement import (
     WARM,
 )
 from tp2qual.checks.agreement.evaluate import evaluate
+from tp2qual.checks.agreement.near_bound import ECHO, near_bound_plan
 from tp2qual.checks.agreement.rows import (
     after,
     decode_rows,
@@ -79,6 +82,7 @@ from tp2qual.gates import (
     completion_body,
 )
 from tp2qual.hooks.candidates import run_key
+from tp2qual.rehearsal import echo_fits
 
 pytestmark = pytest.mark.agreement
 
@@ -109,7 +113,11 @@ def test_agrees_with_reference(
                                prompt["max_tokens"], settings, kind=WARM))  # fmt: skip
     near = _near_bound(api, candidate, settings)
     _write(record, near | stamp)
-    _reread(api, candidate, record, "self", near, shift, settings)
+    if near["check"] == ECHO:
+        _reread(api, candidate, record, "self", near, shift, settings)
+    else:  # an echo there may exhaust the serve's memory (checks/agreement/near_bound.py)
+        _write(record, _decode(api, candidate, NEAR_BOUND, near["prompt"], near["max_tokens"],
+                               settings, kind=WARM, prompt_tokens=near["fill_target"]))  # fmt: skip
     reference = _reference(candidate, request, digest)
     if isinstance(reference, Reference):
         record_reference(record, reference)
@@ -137,11 +145,13 @@ def _reply(reply: Exchange, what: str) -> dict[str, Any]:
 
 
 def _decode(api: Api, candidate: Candidate, pid: str, text: str, max_tokens: int,
-            settings: dict[str, Any], kind: str = OWN) -> dict[str, Any]:  # fmt: skip
-    """One greedy continuation with its top-N logprobs, as a transcript line."""
+            settings: dict[str, Any], kind: str = OWN,
+            prompt_tokens: int | None = None) -> dict[str, Any]:  # fmt: skip
+    """One greedy continuation with its top-N logprobs, as a transcript line; its deadline
+    counts ``prompt_tokens`` of prefill where the gate knows them (else the text's length)."""
     tag = f"{'decode' if kind == OWN else kind}:{pid}"
     body = completion_body(candidate, text, max_tokens=max_tokens, logprobs=settings["top_n"])
-    reply = api.complete(tag, body)
+    reply = api.complete(tag, body, prompt_tokens=prompt_tokens)
     choice = _reply(reply, tag)
     if gives_no_logprobs(choice.get("logprobs")):  # the suite cannot judge: ERROR, never FAIL
         title = engine_for(candidate.engine).title
@@ -164,9 +174,10 @@ def _reread(api: Api, candidate: Candidate, record: CandidateRecord, of: str,
     tag = f"reread:{of}:{decoded['id']}"
     text = decoded["prompt"] + decoded["text"]
     body = completion_body(candidate, text, max_tokens=1, logprobs=settings["top_n"], echo=True)
-    # Every position is prefilled with its top-N logprobs: budgeted as that many tokens.
+    # Every position is prefilled with its top-N logprobs: budgeted as that many tokens, and
+    # as that long a prompt.
     positions = int(decoded.get("prompt_tokens") or len(text)) + len(decoded["tokens"])
-    timeout = api.budget.seconds_for(positions)
+    timeout = api.budget.seconds_for(positions, positions)
     choice = _reply(api.complete(tag, body, timeout=timeout), tag)
     if gives_no_logprobs(choice.get("logprobs")):  # as in _decode: nothing to judge by
         title = engine_for(candidate.engine).title
@@ -200,15 +211,19 @@ def _near_bound(api: Api, candidate: Candidate, settings: dict[str, Any]) -> dic
     repeated), sized by the engine's own token count of a first guess."""
     _, items = _load(ARITHMETIC, "items")
     source = " ".join(item["question"] for item in items)
-    target = int(candidate.max_model_len * settings["near_bound_fill"])
-    budget = settings["near_bound_max_tokens"]
+    sized = near_bound_plan(candidate.max_model_len, settings)
+    fits, why = echo_fits(candidate, sized.prompt_tokens + sized.max_tokens)
+    plan = near_bound_plan(candidate.max_model_len, settings, fits)
+    target, budget = plan.prompt_tokens, plan.max_tokens
     sample = completion_body(candidate, source[:SAMPLE_CHARS], max_tokens=1)
     sized = api.complete("size:near-bound", sample)
     _reply(sized, "size:near-bound")
     counted = int((sized.body.get("usage") or {}).get("prompt_tokens") or 0)
     chars = int(target * (SAMPLE_CHARS / counted if counted else CHARS_PER_TOKEN))
     text = (source * (chars // len(source) + 1))[:chars].rsplit(" ", 1)[0] + "\nSummary:"
-    return _decode(api, candidate, NEAR_BOUND, text, budget, settings) | {"fill_target": target}
+    near = _decode(api, candidate, NEAR_BOUND, text, budget, settings, prompt_tokens=target)
+    return near | {"fill_target": target, "max_tokens": budget, "check": plan.check,
+                   "check_why": why}  # fmt: skip
 
 
 def _reference(candidate: Candidate, request: pytest.FixtureRequest,

@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 
 from tp2qual.checks.known_answers import judge_known_answer
-from tp2qual.checks.needle import FILL_SLACK, fill_reaches, judge_needle
+from tp2qual.checks.needle import FILL_SLACK, fill_reaches, judge_needle, needle_plan
 from tp2qual.checks.tool_modes import judge_mode, twin_tag
 from tp2qual.checks.toolcalls import reassemble_stream
-from tp2qual.evidence.rederive import GateRun, supports_pass, throughput, tool_calls
+from tp2qual.evidence.rederive import GateRun, capacity, supports_pass, throughput, tool_calls
 from tp2qual.perf.sampling import output_tokens
 
 VLLM = Path(__file__).with_name("data") / "vllm-0.32.0"
@@ -95,15 +95,41 @@ def test_the_twin_is_compared_after_an_argument_mismatch_in_gate_and_verify(
     assert [f.split(": ", 1)[1] for f in got.failures] == [*rows[0]["problems"], *stream_problems]
 
 
-@pytest.mark.parametrize(("fill", "reaches"), [(0.9, True), (0.85, True), (0.8499, False)])
-def test_the_needle_fill_line_is_one_line(tmp_path: Path, fill: float, reaches: bool) -> None:
-    settings = {"fill": 0.9, "needle_max_tokens": 16}
-    assert fill_reaches(fill, settings["fill"]) is reaches
-    assert supports_pass("needle_prompt_fill", fill, settings) is reaches  # the claim rule
+@pytest.mark.parametrize(
+    ("bound", "budget", "fill", "reaches"),
+    [
+        (2048, 16, 0.9, True), (2048, 16, 0.8501, True), (2048, 16, 0.849, False),
+        # the campaign's 4096-token budget: the plan wants what fits (0.825 at 32k, 0.8875 at
+        # 64k, 0.9 at 262k), and the line sits FILL_SLACK under it
+        (32768, 4096, 0.7751, True), (32768, 4096, 0.7749, False),
+        (65536, 4096, 0.8376, True), (65536, 4096, 0.8374, False),
+        (262144, 4096, 0.8501, True), (262144, 4096, 0.8499, False),
+    ],
+)  # fmt: skip
+def test_the_needle_fill_line_is_one_line(
+    tmp_path: Path, bound: int, budget: int, fill: float, reaches: bool
+) -> None:
+    settings = {"fill": 0.9, "needle_max_tokens": budget}
+    wanted = needle_plan(bound, settings).wanted_fill
+    assert fill_reaches(fill, wanted) is reaches
     answer = {"role": "assistant", "content": "Lisbon."}
-    row, wrong = judge_needle(answer, "stop", int(fill * 2048), 2048, settings)
+    row, wrong = judge_needle(answer, "stop", round(fill * bound), bound, settings)
     assert row["ok"] and not wrong and row["expect"] == "Lisbon"
-    assert fill_reaches(row["fill"], settings["fill"]) is (row["fill"] >= 0.9 - FILL_SLACK)
+    assert row["fill_wanted"] == wanted and row["fill_reached"] is reaches
+    assert supports_pass("needle_fill_reached", row["fill_reached"], settings) is reaches
+    (tmp_path / "capacity.jsonl").write_text(json.dumps(_needle_exchange(round(fill * bound))))
+    (tmp_path / "capacity_results.jsonl").write_text(json.dumps({"check": "needle", **row}))
+    got = capacity(GateRun(tmp_path, settings, "vllm", bound))
+    assert got.mismatches == [], [m.line() for m in got.mismatches]
+    short = [f for f in got.failures if "filled only" in f]
+    assert bool(short) is not reaches  # verify draws the gate's line
+    assert fill_reaches(row["fill"], wanted) is (row["fill"] >= wanted - FILL_SLACK)
+
+
+def _needle_exchange(prompt_tokens: int) -> dict[str, Any]:
+    reply = {"choices": [{"message": {"role": "assistant", "content": "Lisbon."},
+                          "finish_reason": "stop"}], "usage": {"prompt_tokens": prompt_tokens}}
+    return {"tag": "needle", "status": 200, "response": reply}  # fmt: skip
 
 
 def test_output_tokens_are_counted_one_way(tmp_path: Path) -> None:

@@ -40,12 +40,15 @@ from tp2qual.perf.estimate import Estimate, Rate, dated_rate, estimate
 from tp2qual.perf.fit import one_gpu_fit, weights
 from tp2qual.perf.floor_basis import unmeasured
 from tp2qual.perf.floors import FloorSet, budget_floor, floor_plan_lines, judged_floors
+from tp2qual.rehearsal import Shipped, rehearse, shipped_from
+from tp2qual.rehearsal import plan_lines as rehearsal_plan_lines
 from tp2qual.serving.engine_check import plan_lines as engine_check_lines
 from tp2qual.serving.launchers.docker.pins import resolve_pin
 from tp2qual.serving.parser_venvs import plan_lines as recorded_answer_lines
 from tp2qual.settings_plan import kv_support_lines, settings_lines
 
 FLOOR_KEY = "decode_tok_s_median"  # the floor an estimate falls back to
+ARITHMETIC = PROMPT_SET.with_name("arithmetic_items.json")  # gate 07's items, beside its prompts
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,7 @@ def plan_sections(
         Section("agreement reference (gate 07)", tuple(reference_lines(candidate, others))),
         Section("what gate 07 judges", tuple(agreement_lines(candidate))),
         Section("time at the dated rates", tuple(estimate_for(candidate, others).lines())),
+        Section("largest requests, their deadlines (rehearsal)", tuple(rehearsal_lines(candidate))),
         Section("preflight checks (gate 00)", tuple(preflight_lines(candidate, launch))),
         Section("settings said out loud", tuple(settings_lines(candidate, launch, peers))),
     ]
@@ -225,6 +229,17 @@ def _load(candidate: Candidate) -> Rate:
         return Rate(0.0, "no dated load rate ([campaign] load_gib_per_s): not counted")
     source = campaign.get("load_source", "stated")
     return Rate(size.gib / rate, f"{size.gib:.1f} GiB at {rate:g} GiB/s ({source})")
+
+
+def rehearsal_lines(candidate: Candidate) -> list[str]:
+    """Per gate, its largest request, the deadline the suite gives it and the prefill rate
+    that deadline assumes; a request the suite itself would fail, named (``tp2qual.rehearsal``)."""
+    return rehearsal_plan_lines(rehearse(candidate, _shipped()))
+
+
+@cache
+def _shipped() -> Shipped:
+    return shipped_from(json.loads(PROMPT_SET.read_text()), json.loads(ARITHMETIC.read_text()))
 
 
 @cache

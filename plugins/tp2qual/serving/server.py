@@ -189,6 +189,18 @@ def _generating(body: Any) -> bool:
     return isinstance(body, dict) and ("messages" in body or "prompt" in body)
 
 
+def prompt_chars(body: Any) -> int:
+    """The characters of a request's prompt (its text, or its messages' text contents): at
+    least its token count for ASCII text, the deadline's bound where the gate gives none."""
+    if not isinstance(body, dict):
+        return 0
+    if isinstance(body.get("prompt"), str):
+        return len(body["prompt"])
+    messages = body.get("messages") or []
+    return sum(len(m["content"]) for m in messages
+               if isinstance(m, dict) and isinstance(m.get("content"), str))  # fmt: skip
+
+
 def _parse(response: httpx.Response) -> Any:
     try:
         return response.json()
@@ -211,19 +223,22 @@ class Api:
         self.budget = budget or server.candidate.time_budget()
         self.watch = watch
 
-    def timeout_for(self, body: Any) -> float:
-        """Generating requests get the budget for their max_tokens; the rest a short timeout."""
+    def timeout_for(self, body: Any, prompt_tokens: int | None = None) -> float:
+        """Generating requests get the budget for their prompt (``prompt_tokens`` where the gate
+        knows it, else its characters) and max_tokens; the rest a short timeout."""
         if _generating(body):
-            return self.budget.seconds_for(body.get("max_tokens"))
+            prompt = prompt_chars(body) if prompt_tokens is None else prompt_tokens
+            return self.budget.seconds_for(body.get("max_tokens"), prompt)
         return CONTROL_TIMEOUT_S
 
-    def _timed_out(self, body: Any, timeout: float) -> None:
+    def _timed_out(self, body: Any, timeout: float, prompt_tokens: int | None = None) -> None:
         __tracebackhide__ = True
         self.server.check_alive()
         asked = body.get("max_tokens") if isinstance(body, dict) else None
+        prompt = prompt_chars(body) if prompt_tokens is None else prompt_tokens
         what = (
-            self.budget.explain(asked)
-            if timeout == self.timeout_for(body) and _generating(body)
+            self.budget.explain(asked, prompt)
+            if timeout == self.timeout_for(body, prompt_tokens) and _generating(body)
             else f"no response within {timeout:.0f} s"
         )
         said = self.server.engine_says() or f"; last log line: {self.server.last_log_line()[:200]}"
@@ -255,16 +270,23 @@ class Api:
         raise exc
 
     def request(
-        self, tag: str, method: str, path: str, body: Any = None, timeout: float | None = None
+        self,
+        tag: str,
+        method: str,
+        path: str,
+        body: Any = None,
+        timeout: float | None = None,
+        prompt_tokens: int | None = None,
     ) -> Exchange:
-        timeout = self.timeout_for(body) if timeout is None else timeout
+        """``prompt_tokens``: the prompt's length where the gate knows it, for its deadline."""
+        timeout = self.timeout_for(body, prompt_tokens) if timeout is None else timeout
         watched = self._sent(tag, body)
         began = time.perf_counter()
         try:
             response = self.server.http.request(method, path, json=body, timeout=timeout)
         except httpx.TimeoutException as exc:
             self._record(tag, method, path, body, error=repr(exc), timeout_s=timeout)
-            self._timed_out(body, timeout)
+            self._timed_out(body, timeout, prompt_tokens)
             raise
         except httpx.TransportError as exc:
             self._record(tag, method, path, body, error=repr(exc))
@@ -288,23 +310,26 @@ class Api:
         self.watch.sent(tag, body.get("max_tokens"))
         return self.watch
 
-    def chat(self, tag: str, body: dict[str, Any], timeout: float | None = None) -> Exchange:
-        return self.request(tag, "POST", "/v1/chat/completions", body, timeout)
+    def chat(self, tag: str, body: dict[str, Any], timeout: float | None = None,
+             prompt_tokens: int | None = None) -> Exchange:  # fmt: skip
+        return self.request(tag, "POST", "/v1/chat/completions", body, timeout, prompt_tokens)
 
-    def complete(self, tag: str, body: dict[str, Any], timeout: float | None = None) -> Exchange:
+    def complete(self, tag: str, body: dict[str, Any], timeout: float | None = None,
+                 prompt_tokens: int | None = None) -> Exchange:  # fmt: skip
         """A text completion (``/v1/completions``: a plain prompt, no chat template)."""
-        return self.request(tag, "POST", "/v1/completions", body, timeout)
+        return self.request(tag, "POST", "/v1/completions", body, timeout, prompt_tokens)
 
-    def stream_chat(self, tag: str, body: dict[str, Any], timeout: float | None = None) -> Stream:
+    def stream_chat(self, tag: str, body: dict[str, Any], timeout: float | None = None,
+                    prompt_tokens: int | None = None) -> Stream:  # fmt: skip
         body = {**body, "stream": True}
-        timeout = self.timeout_for(body) if timeout is None else timeout
+        timeout = self.timeout_for(body, prompt_tokens) if timeout is None else timeout
         watched = self._sent(tag, body)
         began = time.perf_counter()
         try:
             result = self._stream(tag, body, began, timeout)
         except httpx.TimeoutException as exc:
             self._record(tag, "POST", "/v1/chat/completions", body, error=repr(exc))
-            self._timed_out(body, timeout)
+            self._timed_out(body, timeout, prompt_tokens)
             raise
         except httpx.TransportError as exc:
             self._record(tag, "POST", "/v1/chat/completions", body, error=repr(exc))

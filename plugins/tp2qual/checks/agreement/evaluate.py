@@ -10,7 +10,8 @@ The judgement has these parts, each with its own claims:
 
 - greedy is argmax on every decode (``greedy_not_argmax``: the positions that are not);
 - self-consistency (``self_*``) on the shipped prompts, and apart on the prompt near the bound
-  (``near_bound_*``), where a KV-cache fault shows;
+  (``near_bound_*``), where a KV-cache fault shows: there the decode is held against a warm
+  decode of the same prompt (a reread in runs before issue 35; ``near_bound.py`` says why);
 - a cached prefix decodes as the cold one did (``cached_prefix_agrees``);
 - against the reference: the closeness walk with its gap and ends (``agrees_with_reference``,
   ``exact_share``, ``max_abs_delta_logprob``, ``max_divergence_gap``) and teacher forcing
@@ -85,8 +86,9 @@ def evaluate(records: Iterable[Mapping[str, Any]], settings: Mapping[str, Any]) 
     if NEAR_BOUND in own:
         out.claims["near_bound_prompt_tokens"] = own[NEAR_BOUND].get("prompt_tokens")
     _greedy(out, [*own.values(), *(r for r in lines if r.get("kind") == WARM)], settings)
-    _self(out, own, rereads, settings)
-    _warm(out, own, [r for r in lines if r.get("kind") == WARM], settings)
+    warm = [r for r in lines if r.get("kind") == WARM]
+    _self(out, own, rereads, settings, {r["id"]: r for r in warm if r["id"] == NEAR_BOUND})
+    _warm(out, own, warm, settings)
     if ref:
         _against(out, {i: own[i] for i in shipped}, ref, rereads, settings)
     else:
@@ -122,17 +124,22 @@ def _pairs(decoded: Mapping[str, Any], reread: Mapping[str, Any] | None) -> list
 
 
 def _self(out: Evaluation, own: Mapping[str, Any], rereads: Mapping[Any, Any],
-          settings: Mapping[str, Any]) -> None:  # fmt: skip
+          settings: Mapping[str, Any], warm: Mapping[str, Any]) -> None:  # fmt: skip
+    """Each decode against its reread; near the bound, against its warm decode where no
+    reread was asked (checks/agreement/near_bound.py: an echo there can exhaust the serve)."""
     bounds = scoring.Bounds.from_settings(settings, "self")
     groups = {"self": [i for i in own if i != NEAR_BOUND], "near_bound": [NEAR_BOUND]}
     for prefix, ids in groups.items():
         ids = [i for i in ids if i in own]
         if not ids:
             continue
-        pairs = [p for i in ids for p in _pairs(own[i], rereads.get(("self", i)))]
+        against = {i: rereads.get(("self", i)) or warm.get(i) for i in ids}
+        pairs = [p for i in ids for p in _pairs(own[i], against[i])]
         found = scoring.figures(pairs, sum(len(own[i]["tokens"]) for i in ids))
+        warmed = any(rereads.get(("self", i)) is None and i in warm for i in ids)
+        how = "its warm decode" if warmed else "its reread"
         what = "self-consistency" if prefix == "self" else "self-consistency near the bound"
-        out.part(prefix, scoring.judge(found, bounds, f"{what} (decode against its reread)"),
+        out.part(prefix, scoring.judge(found, bounds, f"{what} (decode against {how})"),
                  **found)  # fmt: skip
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tp2qual.checks.needle import fill_reaches
 from tp2qual.checks.overlength import PASSING
 from tp2qual.perf import floors
 
@@ -32,7 +31,10 @@ SUPPORTS_PASS: dict[str, Callable[[Any, Mapping[str, Any]], bool]] = {
     "long_outputs": _some,
     "tool_calls_ok": _true,
     "tool_calls_checked": _some,
-    "needle_prompt_fill": lambda v, s: fill_reaches(v, s["fill"]),
+    # The fill wanted depends on the bound (checks.needle.needle_plan): judged by the row's
+    # fill_reached, which verify re-derives; a run from before it still has its fill claim.
+    "needle_prompt_fill": lambda v, _s: isinstance(v, int | float) and 0 < v <= 1,
+    "needle_fill_reached": _true,
     "over_bound_status": lambda v, _s: isinstance(v, int) and 400 <= v < 500,
     "over_bound_stream": lambda v, _s: v in PASSING,
     "samples": lambda v, s: isinstance(v, int) and v >= s["samples"],
