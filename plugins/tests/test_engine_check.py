@@ -205,6 +205,7 @@ def test_vllm_cpu_refuses_a_misspelt_tool_parser_from_its_registry(tmp_path: Pat
 
 @pytest.mark.docker
 @pytest.mark.slow
+@pytest.mark.vllm_image
 def test_vllm_in_the_pinned_image_accepts_the_tp2_container_launch(docker_engine: object) -> None:
     cand = runnable(load_candidate(CANDIDATES / "smollm2-135m-vllm-tp2.toml"))
     run, answer = asked(cand)
