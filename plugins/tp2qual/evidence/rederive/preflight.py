@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tp2qual.artifacts.layout import sha256_of
+from tp2qual.checks import content_address
 from tp2qual.checks import preflight as checks
 from tp2qual.checks.engine_answer import judge as judge_engine_answer
 from tp2qual.checks.verdict import NotJudged
@@ -68,7 +69,12 @@ def _rehash(facts: dict[str, Any], out: Rederived, where: str) -> None:
         targets = [(Path(file).name, file, "sha256", facts["file_sha256"])]
     else:
         targets = [
-            (str(f["file"]), str(f["target"]), checks.address_kind(str(f["blob"])), f["digest"])
+            (
+                str(f["file"]),
+                str(f["target"]),
+                content_address.address_kind(str(f["blob"])),
+                f["digest"],
+            )
             for f in facts.get("files") or []
             if f.get("digest")
         ]
@@ -81,7 +87,7 @@ def _rehash(facts: dict[str, Any], out: Rederived, where: str) -> None:
 
 
 def _digest(path: Path, kind: str | None) -> str:
-    return checks.git_blob_sha1(path.read_bytes()) if kind == "git-sha1" else sha256_of(path)
+    return content_address.file_git_sha1(str(path)) if kind == "git-sha1" else sha256_of(path)
 
 
 def _image_pin(run: GateRun, out: Rederived) -> None:
