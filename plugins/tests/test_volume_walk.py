@@ -12,10 +12,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from test_verify_pins import REPO, REVISION, hub_snapshot
 
 from tp2qual.checks import preflight
-from tp2qual.serving.hub_snapshot import DigestCache, check_snapshot, index_facts
+from tp2qual.serving.hub_snapshot import (
+    DigestCache,
+    SnapshotMismatch,
+    check_snapshot,
+    index_facts,
+    judged_snapshot,
+)
 from tp2qual.serving.volume_snapshot import repo_dir, script
 
 SHARD = "model-00002-of-00002.safetensors"
@@ -61,3 +68,17 @@ def test_a_revision_not_there_is_said_with_those_that_are(tmp_path: Path) -> Non
     hub_snapshot(tmp_path / "hub")
     report = walk(tmp_path / "hub", revision="f" * 40)
     assert report == {"snapshot_dir": False, "revisions": [REVISION]}
+
+
+def test_every_wrong_file_in_the_volume_is_named(tmp_path: Path) -> None:
+    """The helper hashes every file, so the refusal names each wrong one, not the first."""
+    snapshot = hub_snapshot(tmp_path / "hub")
+    for name in ("model-00001-of-00002.safetensors", "config.json"):
+        blob = (snapshot / name).resolve()
+        blob.write_bytes(blob.read_bytes()[:-1] + b"!")
+    report = walk(tmp_path / "hub")
+    facts = {"files": report["files"], "index": index_facts(report["index_text"])}
+    with pytest.raises(SnapshotMismatch) as refused:
+        judged_snapshot(facts)
+    named = [p.split(":")[0] for p in str(refused.value).split("; ")]
+    assert named == ["config.json", "model-00001-of-00002.safetensors"]

@@ -44,13 +44,13 @@ def file_problem(entry: Mapping[str, Any]) -> str | None:
 
 
 def snapshot_problem(facts: Mapping[str, Any]) -> str | None:
-    """The first problem of a snapshot's record (files, then shards), or None."""
+    """The problems of a snapshot's record: every file's recorded problem (a host path's record
+    stops at the first; a volume's holds every file), else the shards' problem; or None."""
     files = list(facts.get("files") or [])
     if not files:
         return f"{facts.get('snapshot')} holds no files: no pinned bytes to prove"
-    for entry in files:
-        if problem := file_problem(entry):
-            return problem
+    if problems := [p for entry in files if (p := file_problem(entry))]:
+        return "; ".join(problems)
     return shard_problem(facts, [str(f.get("file")) for f in files])
 
 
