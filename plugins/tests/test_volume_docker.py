@@ -31,8 +31,9 @@ from tp2qual.candidate import Candidate, load_candidate
 from tp2qual.evidence.rederive.common import Rederived
 from tp2qual.evidence.rederive.preflight import _rehash
 from tp2qual.exceptions import PinMismatch
+from tp2qual.launch import RUN_LABEL
 from tp2qual.serving.identity import model_identity
-from tp2qual.serving.volume_snapshot import HELPER_LABEL, MOUNT
+from tp2qual.serving.volume_snapshot import HELPER_LABEL, HELPER_RUN, MOUNT
 
 IMAGE = "tp2qual/smollm2-llamacpp:local"
 REPO = "HuggingFaceTB/SmolLM2-135M-Instruct"
@@ -257,6 +258,7 @@ def test_the_helper_is_narrow(engine: Any, volume: str) -> None:
         assert host["NetworkMode"] == "none"
         assert host["ReadonlyRootfs"] is True
         assert not host.get("DeviceRequests")
+        assert container.labels[RUN_LABEL] == HELPER_RUN  # a dead session's sweep takes it
         (mount,) = container.attrs["Mounts"]
         assert (mount["Type"], mount["Name"], mount["RW"]) == ("volume", volume, False)
     finally:

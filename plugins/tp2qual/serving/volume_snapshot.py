@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tp2qual.checks import content_address
-from tp2qual.launch import SESSION, SESSION_LABEL
+from tp2qual.launch import RUN_LABEL, SESSION, SESSION_LABEL
 from tp2qual.serving import volume_walk
 from tp2qual.serving.hub_snapshot import (
     DigestCache,
@@ -35,6 +35,7 @@ from tp2qual.serving.launchers.docker.engine import docker_client, engine_url
 
 MOUNT = "/hf"  # where the helper sees the volume
 HELPER_LABEL = "tp2qual.volume-check"  # the helper's label: the volume it reads
+HELPER_RUN = "gate-00-volume-check"  # its tp2qual.run label: it belongs to no one run
 TIMEOUT_S = 3600.0  # ~500 GB of campaign weights hashed once at ~0.5 GB/s; cached afterwards
 API_TIMEOUT_S = 60.0  # creating, starting, reading and removing the helper
 
@@ -63,7 +64,9 @@ def helper_kwargs(image: str, volume: str, ask: Mapping[str, Any]) -> dict[str, 
         "network_mode": "none",
         "read_only": True,
         "volumes": {volume: {"bind": MOUNT, "mode": "ro"}},
-        "labels": {HELPER_LABEL: volume, SESSION_LABEL: SESSION},
+        # the run label (with the session's) lets a later session's sweep remove a helper
+        # left behind when this process was killed mid-check
+        "labels": {HELPER_LABEL: volume, RUN_LABEL: HELPER_RUN, SESSION_LABEL: SESSION},
     }
 
 
