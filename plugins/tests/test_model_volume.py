@@ -9,11 +9,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tp2qual.candidate import Candidate, load_candidate
 from tp2qual.dry_run import model_lines
+from tp2qual.exceptions import PinMismatch
 from tp2qual.launch import CONTAINER_HF_CACHE, resolve_launch
 from tp2qual.model_cache import cache_volume
 from tp2qual.placement import _files_of_this_machine
+from tp2qual.serving.identity import model_identity
 from tp2qual.serving.launchers.docker.run_args import render_docker_run, run_kwargs
 
 REVISION = "0123456789abcdef0123456789abcdef01234567"
@@ -88,3 +92,16 @@ def test_the_plan_says_where_the_snapshot_is_read(tmp_path: Path) -> None:
     (line,) = model_lines(docker_candidate(tmp_path, "volume:vllm-hfcache"))
     assert "in Docker volume vllm-hfcache (read in a helper container" in line
     assert "no network, no GPU" in line
+
+
+def test_no_engine_is_refused_in_one_line_naming_the_volume(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/tp2qual-volume.sock")
+    monkeypatch.setenv("TP2QUAL_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(PinMismatch) as refused:
+        model_identity(docker_candidate(tmp_path, "volume:vllm-hfcache"))
+    said = str(refused.value)
+    assert f"model.revision {REVISION}: volume vllm-hfcache cannot be read: gate 00 " in said
+    assert "needs a running Docker engine (none answers at unix:///nonexistent/" in said
+    assert "\n" not in said

@@ -31,7 +31,7 @@ from tp2qual.serving.hub_snapshot import (
     index_facts,
     judged_snapshot,
 )
-from tp2qual.serving.launchers.docker.engine import docker_client, engine_url
+from tp2qual.serving.launchers.docker.engine import docker_client, engine_url, unavailable
 
 MOUNT = "/hf"  # where the helper sees the volume
 HELPER_LABEL = "tp2qual.volume-check"  # the helper's label: the volume it reads
@@ -87,6 +87,8 @@ def read_volume(
     import docker.errors
     import requests.exceptions
 
+    if why := unavailable():  # asked first: a failed connect through docker-py leaks its socket
+        raise VolumeUnreadable(f"volume {volume} cannot be read: gate 00 {why}")
     try:
         with docker_client(API_TIMEOUT_S) as client:
             return _run_helper(client, volume, ask, image, digests, timeout_s)
