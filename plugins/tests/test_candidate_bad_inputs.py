@@ -262,6 +262,29 @@ DRAFT_ROWS: list[Bad] = [
     ),
 ]
 
+# model.hf_cache names a host path or a Docker volume (volume:<name>, read only by a container).
+VOLUME_ROWS: list[Bad] = [
+    Bad(
+        "hf-cache-volume-badly-named",
+        {"cand.toml": changed({"model.hf_cache": "volume:my cache"})},
+        ("{dir}/cand.toml: model.hf_cache: ", "'volume:my cache' is not a host path nor volume:"),
+    ),
+    Bad(
+        "hf-cache-volume-unnamed",
+        {"cand.toml": changed({"model.hf_cache": "volume:"})},
+        ("{dir}/cand.toml: model.hf_cache: ", "'volume:' is not a host path nor volume:<name>"),
+    ),
+    Bad(
+        "hf-cache-volume-for-a-process",
+        {"cand.toml": changed({"model.hf_cache": "volume:vllm-hfcache"})},
+        (
+            "{dir}/cand.toml: model.hf_cache: ",
+            "'volume:vllm-hfcache' is a Docker volume, which only a container reads",
+            "launch.kind is 'process'",
+        ),
+    ),
+]
+
 
 HAND: list[Bad] = [
     Bad("broken-toml", {"cand.toml": "name = \n"}, ("{dir}/cand.toml: not valid TOML", "line 1")),
@@ -487,7 +510,7 @@ HAND: list[Bad] = [
     ),
 ]
 
-ROWS: list[Bad] = HAND + LANE_ROWS + DRAFT_ROWS + wrong_type_rows()
+ROWS: list[Bad] = HAND + LANE_ROWS + DRAFT_ROWS + VOLUME_ROWS + wrong_type_rows()
 
 
 def make_folder(tmp_path: Path, bad: Bad) -> Path:

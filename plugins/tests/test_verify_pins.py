@@ -33,10 +33,14 @@ INDEX = {
 
 
 def hub_snapshot(
-    hub: Path, repo: str = REPO, revision: str = REVISION, files: dict[str, bytes] | None = None
+    hub: Path,
+    repo: str = REPO,
+    revision: str = REVISION,
+    files: dict[str, bytes] | None = None,
+    lfs: tuple[str, ...] = (".safetensors",),
 ) -> Path:
-    """A hub cache under ``hub``: LFS files (``*.safetensors``) as ``blobs/<sha256>``, the rest as
-    ``blobs/<git blob sha1>``, and ``snapshots/<revision>/<file>`` relative links to them."""
+    """A hub cache under ``hub``: LFS files (names ending in ``lfs``) as ``blobs/<sha256>``, the
+    rest as ``blobs/<git blob sha1>``, and ``snapshots/<revision>/<file>`` relative links."""
     repo_dir = hub / ("models--" + repo.replace("/", "--"))
     snapshot = repo_dir / "snapshots" / revision
     (repo_dir / "blobs").mkdir(parents=True, exist_ok=True)
@@ -53,8 +57,8 @@ def hub_snapshot(
     for name, data in contents.items():
         blob = repo_dir / "blobs" / "tmp"
         blob.write_bytes(data)
-        lfs = name.endswith(".safetensors")
-        address = hashlib.sha256(data).hexdigest() if lfs else git_blob_sha1(blob)
+        large = name.endswith(lfs)
+        address = hashlib.sha256(data).hexdigest() if large else git_blob_sha1(blob)
         blob.rename(repo_dir / "blobs" / address)
         (snapshot / name).symlink_to(Path("../../blobs") / address)
     return snapshot

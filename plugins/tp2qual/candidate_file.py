@@ -26,6 +26,7 @@ from tp2qual.engines import ENGINES
 from tp2qual.exceptions import CandidateError
 from tp2qual.floor_table import derivation_problems, key_problems
 from tp2qual.lane_changes import Change, lane_overlay
+from tp2qual.model_cache import cache_problems
 
 # The campaign's transport controls for TP>1 (PCIe, no NVLink, WSL2; docs/campaign.md): P2P off
 # with shared-memory fallback, NCCL cuMem off (CUDA error 999 under WSL2), logs on for gate 01.
@@ -68,6 +69,13 @@ def fill(text: str, values: Mapping[str, str]) -> str:
 
 def _format_error(path: Path, error: jsonschema.ValidationError) -> str:
     where = ".".join(str(p) for p in error.absolute_path) or "(top level)"
+    # A field may say in words what its pattern refuses ("refusal": the schema's own annotation)
+    if (
+        error.validator == "pattern"
+        and isinstance(error.schema, Mapping)
+        and (refusal := error.schema.get("refusal"))
+    ):
+        return f"{path}: {where}: {error.instance!r} {refusal}"
     return f"{path}: {where}: {error.message}"
 
 
@@ -141,6 +149,7 @@ def _semantic_problems(spec: Mapping[str, Any]) -> list[str]:
     problems: list[str] = [
         *_baseline_flag_problems(spec),
         *draft_problems(spec),
+        *cache_problems(spec),
         *_reference_problems(spec),
     ]
     throughput = spec.get("gates", {}).get("throughput", {})

@@ -35,6 +35,7 @@ from tp2qual.exceptions import CandidateError
 from tp2qual.image_ref import image_reference, is_by_digest
 from tp2qual.lane_changes import plan_lines
 from tp2qual.launch import ResolvedLaunch
+from tp2qual.model_cache import cache_volume
 from tp2qual.perf.comparison import compare_baseline, roofline_for
 from tp2qual.perf.estimate import Estimate, Rate, dated_rate, estimate
 from tp2qual.perf.fit import one_gpu_fit, weights
@@ -266,6 +267,11 @@ def model_lines(candidate: Candidate) -> list[str]:
     if path is not None:
         return [f"model: {path} must hash to {model['revision']}"]
     cache = model.get("hf_cache", "$HF_HUB_CACHE")
+    if (volume := cache_volume(cache)) is not None:
+        cache = (
+            f"Docker volume {volume} (read in a helper container on the candidate's engine: "
+            "volume read-only, no network, no GPU)"
+        )
     lines = [
         f"model: {model['repo']} snapshot {model['revision']} in {cache}, every file against "
         "its blob's content address (served offline, HF_HUB_OFFLINE=1)"

@@ -26,6 +26,7 @@ from tp2qual.candidate_file import fill
 from tp2qual.exceptions import CandidateError
 from tp2qual.gpu import host_info
 from tp2qual.image_ref import image_reference
+from tp2qual.model_cache import cache_volume
 
 LOOPBACK = "127.0.0.1"  # only loopback is ever a target
 RUN_LABEL = "tp2qual.run"
@@ -44,11 +45,13 @@ def free_port(host: str = LOOPBACK) -> int:
 
 @dataclass(frozen=True)
 class Mount:
-    """A read-only bind mount: host path (absolute) into the container."""
+    """A read-only mount into the container: a host path (absolute), or with ``volume`` the
+    name of a Docker named volume (Docker takes either where ``host`` goes)."""
 
     host: str
     inside: str
     mode: str = "ro"
+    volume: bool = False
 
 
 @dataclass(frozen=True)
@@ -126,7 +129,7 @@ def resolve_launch(
     env = candidate.env() | {"HF_HUB_OFFLINE": "1"}
     mounts = []
     if hf_cache := candidate.model.get("hf_cache"):
-        mounts.append(Mount(str(Path(hf_cache).expanduser()), CONTAINER_HF_CACHE))
+        mounts.append(cache_mount(hf_cache))
         env.setdefault("HF_HUB_CACHE", CONTAINER_HF_CACHE)
     mounts += [
         parse_mount(entry, values, candidate.path.parent) for entry in docker.get("mounts", [])
@@ -179,6 +182,13 @@ def _launch(
         container=container,
         values=MappingProxyType(dict(values)),
     )
+
+
+def cache_mount(hf_cache: str) -> Mount:
+    """The hub cache's read-only mount: a named volume as it is named, a host path absolute."""
+    if (volume := cache_volume(hf_cache)) is not None:
+        return Mount(volume, CONTAINER_HF_CACHE, volume=True)
+    return Mount(str(Path(hf_cache).expanduser()), CONTAINER_HF_CACHE)
 
 
 def _one_per_host(mounts: Sequence[Mount]) -> list[Mount]:

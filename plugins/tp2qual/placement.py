@@ -20,6 +20,7 @@ from tp2qual.artifacts.finding import read_finding
 from tp2qual.candidate import Candidate
 from tp2qual.evidence.reference_runs import dated_runs
 from tp2qual.hosts import Host, bound
+from tp2qual.model_cache import cache_volume
 from tp2qual.perf.schedule import Job, place
 
 LocalCheck = Callable[[Candidate], str | None]  # why this machine cannot run it, or None
@@ -99,13 +100,15 @@ def in_collection(candidate: Candidate, collection: list[str] | None) -> bool:
 
 
 def _files_of_this_machine(candidate: Candidate) -> str:
-    """What of this machine a launch relies on: preflight hashes the model cache here, bind
-    mounts name paths here, the NCCL probe (TP > 1) is mounted from here."""
+    """What of this machine a launch relies on: preflight hashes a host model cache here (a
+    Docker volume is read on the host's own engine), bind mounts name paths here, the NCCL
+    probe (TP > 1) is mounted from here."""
     docker = candidate.launch.get("docker", {})
+    hf_cache = candidate.model.get("hf_cache")
     needs = [
         what
         for what, needed in (
-            ("the model cache", candidate.model.get("hf_cache")),
+            ("the model cache", hf_cache and cache_volume(hf_cache) is None),
             ("its mounts", docker.get("mounts")),
             ("the NCCL probe file", candidate.tp > 1),
         )

@@ -13,32 +13,15 @@ shards the index names; where nothing was found, ``missing`` says what was looke
 
 from __future__ import annotations
 
-import hashlib
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from tp2qual.checks import topology
+from tp2qual.checks.content_address import address_kind
 from tp2qual.checks.verdict import NotJudged, Verdict
 
-SHA256 = re.compile(r"[0-9a-f]{64}")
-GIT_SHA1 = re.compile(r"[0-9a-f]{40}")
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt")
 INDEX = "model.safetensors.index.json"
-
-
-def git_blob_sha1(data: bytes) -> str:
-    """The id git (and the hub cache, for a non-LFS file) gives these bytes."""
-    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
-
-
-def address_kind(blob: str) -> str | None:
-    """How a blob's name addresses its bytes: ``sha256`` (LFS), ``git-sha1`` (small files)."""
-    if SHA256.fullmatch(blob):
-        return "sha256"
-    if GIT_SHA1.fullmatch(blob):
-        return "git-sha1"
-    return None
 
 
 def file_problem(entry: Mapping[str, Any]) -> str | None:
@@ -61,13 +44,13 @@ def file_problem(entry: Mapping[str, Any]) -> str | None:
 
 
 def snapshot_problem(facts: Mapping[str, Any]) -> str | None:
-    """The first problem of a snapshot's record (files, then shards), or None."""
+    """The problems of a snapshot's record: every file's recorded problem (a host path's record
+    stops at the first; a volume's holds every file), else the shards' problem; or None."""
     files = list(facts.get("files") or [])
     if not files:
         return f"{facts.get('snapshot')} holds no files: no pinned bytes to prove"
-    for entry in files:
-        if problem := file_problem(entry):
-            return problem
+    if problems := [p for entry in files if (p := file_problem(entry))]:
+        return "; ".join(problems)
     return shard_problem(facts, [str(f.get("file")) for f in files])
 
 

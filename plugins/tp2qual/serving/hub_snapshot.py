@@ -10,16 +10,13 @@ place gets a new mtime and is hashed again. The facts say which digests came fro
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tp2qual.artifacts.layout import atomic_write
-from tp2qual.checks import preflight
-
-BLOCK = 1 << 24
+from tp2qual.checks import content_address, preflight
 
 
 class SnapshotMismatch(ValueError):
@@ -56,14 +53,19 @@ class DigestCache:
         if key in self.entries:
             self.hits += 1
             return self.entries[key], True
-        digest = hashlib.sha256()
-        with file.open("rb") as fh:
-            while block := fh.read(BLOCK):
-                digest.update(block)
-        self.entries[key] = digest.hexdigest()
-        self.hashed += 1
-        self.hashed_bytes += stat.st_size
+        self.remember(key, content_address.file_sha256(str(file)), stat.st_size)
         return self.entries[key], False
+
+    def known(self, prefix: str) -> dict[str, str]:
+        """The digests kept under keys that start with ``prefix`` (one volume's), the prefix
+        cut off: what a helper container may take instead of hashing again."""
+        return {k[len(prefix) :]: v for k, v in self.entries.items() if k.startswith(prefix)}
+
+    def remember(self, key: str, digest: str, size: int) -> None:
+        """A digest just computed (here or in a helper container), kept for the next run."""
+        self.entries[key] = digest
+        self.hashed += 1
+        self.hashed_bytes += size
 
     def save(self) -> None:
         if self.path is not None and self.hashed:
@@ -73,7 +75,7 @@ class DigestCache:
 
 def git_blob_sha1(file: Path) -> str:
     """The id git (and the hub cache, for a non-LFS file) gives these bytes."""
-    return preflight.git_blob_sha1(file.read_bytes())
+    return content_address.file_git_sha1(str(file))
 
 
 def snapshot_facts(snapshot: Path, digests: DigestCache) -> dict[str, Any]:
@@ -93,7 +95,13 @@ def check_snapshot(snapshot: Path, digests: DigestCache) -> dict[str, Any]:
     """Every file of ``snapshot`` resolved to its blob and checked against the blob's name;
     the shard set against the index. Raises SnapshotMismatch naming the file (its ``facts``:
     what was found)."""
-    facts = snapshot_facts(snapshot, digests)
+    return judged_snapshot(snapshot_facts(snapshot, digests))
+
+
+def judged_snapshot(facts: dict[str, Any]) -> dict[str, Any]:
+    """A snapshot's facts (read on the host or in a volume) judged by
+    ``checks.preflight.snapshot_problem``, with its content addresses and weight totals added.
+    Raises SnapshotMismatch naming the file."""
     if problem := preflight.snapshot_problem(facts):
         raise SnapshotMismatch(problem, facts)
     files = facts["files"]
@@ -113,7 +121,7 @@ def _entry(rel: str, blob: Path, digests: DigestCache) -> dict[str, Any]:
     entry |= {"in_blobs": blob.parent.name == "blobs", "blob": blob.name}
     if not (entry["on_disk"] and entry["in_blobs"]):
         return entry
-    kind = preflight.address_kind(blob.name)
+    kind = content_address.address_kind(blob.name)
     cached = False
     if kind == "sha256":
         digest, cached = digests.sha256(blob)
@@ -130,10 +138,15 @@ def _index(snapshot: Path) -> dict[str, Any]:
     """The shards ``model.safetensors.index.json`` names, as read (its bytes are proven with
     the other files, by their git blob id)."""
     index = snapshot / preflight.INDEX
-    if not index.exists():
+    return index_facts(index.read_text() if index.exists() else None)
+
+
+def index_facts(text: str | None) -> dict[str, Any]:
+    """The shards an index's text names (None: no index), as ``shard_problem`` reads them."""
+    if text is None:
         return {"present": False}
     try:
-        weight_map = json.loads(index.read_text())["weight_map"]
+        weight_map = json.loads(text)["weight_map"]
         shards = sorted({str(v) for v in weight_map.values()})
         return {"present": True, "error": None, "shards": shards}
     except (ValueError, KeyError, TypeError, AttributeError) as exc:

@@ -3,8 +3,9 @@
 ``model_identity`` checks the pins *before* anything starts (a wrong file or revision is one
 clear error): a local file by its sha256, a hub snapshot file by file against the content
 addresses the cache names its blobs by (``hub_snapshot``), and a speculative draft's snapshot the
-same way; digests are cached across runs by
-(device, inode, size, mtime) and the facts say how many came from that cache.
+same way; a cache in a Docker volume (``model.hf_cache = "volume:<name>"``) is read where it
+lives, by a helper container (``volume_snapshot``). Digests are cached across runs by (device,
+inode, size, mtime), a volume's by its own key, and the facts say how many came from that cache.
 ``engine_identity`` asks the running server what it is.
 """
 
@@ -27,7 +28,11 @@ from tp2qual.draft import draft_pin
 from tp2qual.engines import engine_for
 from tp2qual.exceptions import LookupTimedOut, PinMismatch
 from tp2qual.gpu import host_info
+from tp2qual.image_ref import image_reference
+from tp2qual.model_cache import cache_volume
 from tp2qual.serving.hub_snapshot import DigestCache, SnapshotMismatch, check_snapshot
+from tp2qual.serving.launchers.docker.pins import resolve_pin
+from tp2qual.serving.volume_snapshot import volume_snapshot
 
 DIGESTS = "digests.json"  # under the tp2qual cache: sha256 by (device, inode, size, mtime)
 VERSION_TIMEOUT_S = 5.0  # the engine's version look-up: a control request, it generates nothing
@@ -126,6 +131,9 @@ def _snapshot(
             "missing": "model.hf_cache: no local Hugging Face cache named (nor HF_HUB_CACHE set), "
             "so the pinned revision cannot be resolved before the start"
         }
+    if (volume := cache_volume(cache)) is not None:  # read where it lives: a helper container
+        image = volume_helper_image(candidate)
+        return volume_snapshot(volume, repo, revision, field, image, digests)
     repo_dir = Path(cache).expanduser() / ("models--" + repo.replace("/", "--"))
     snapshot = repo_dir / "snapshots" / revision
     if not snapshot.is_dir():
@@ -139,6 +147,15 @@ def _snapshot(
     except SnapshotMismatch as exc:  # judged by the caller, from the facts
         checked = exc.facts
     return {"resolved_revision": snapshot.name, **checked}
+
+
+def volume_helper_image(candidate: Candidate) -> str:
+    """The image gate 00 reads a volume cache in: ``launch.docker.volume_helper_image``, else
+    the candidate's own pinned image (it has the engine's python3)."""
+    docker = candidate.launch.get("docker") or {}
+    if helper := docker.get("volume_helper_image"):
+        return str(helper)
+    return image_reference(docker["image"], resolve_pin(candidate).value)
 
 
 def engine_identity(

@@ -2,7 +2,8 @@
 
 * the model pin: ``identity/model.json`` (the digests found on disk) against the pin the run
   recorded at its start, by ``checks.preflight.judge_model_pin``; with ``--rehash`` the files it
-  names are hashed again and must give the digests recorded;
+  names are hashed again and must give the digests recorded (a Docker volume's in a helper
+  container on the engine ``DOCKER_HOST`` names, as gate 00 read them);
 * the image pin: ``identity/image.json`` by ``checks.preflight.judge_image_pin``;
 * the engine check: the engine's recorded answer (``engine_check.json``) through
   ``checks.engine_answer.judge``; the launch it asked about must be the one that started
@@ -18,7 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from tp2qual.artifacts.layout import sha256_of
+from tp2qual.checks import content_address
 from tp2qual.checks import preflight as checks
+from tp2qual.checks.content_address import address_kind
 from tp2qual.checks.engine_answer import judge as judge_engine_answer
 from tp2qual.checks.verdict import NotJudged
 from tp2qual.evidence.rederive.common import (
@@ -29,6 +32,7 @@ from tp2qual.evidence.rederive.common import (
     Unrederivable,
     as_recorded,
 )
+from tp2qual.serving import volume_snapshot
 
 ENGINE_CHECK = "engine_check.json"  # gate 00's engine answer (tests/test_00_preflight.py)
 LAUNCH = "launch.json"  # what the server started (serving/managed.py)
@@ -62,26 +66,39 @@ def _model_pin(run: GateRun, out: Rederived) -> None:
 
 def _rehash(facts: dict[str, Any], out: Rederived, where: str) -> None:
     """The model's bytes hashed again (no digest cache): each must give its recorded digest."""
-    targets: list[tuple[str, str, str | None, Any]]
+    recorded: dict[str, tuple[str, str | None, Any]]
     if "file_sha256" in facts:
         file = str(facts.get("file"))
-        targets = [(Path(file).name, file, "sha256", facts["file_sha256"])]
+        recorded = {Path(file).name: (file, "sha256", facts["file_sha256"])}
     else:
-        targets = [
-            (str(f["file"]), str(f["target"]), checks.address_kind(str(f["blob"])), f["digest"])
+        recorded = {
+            str(f["file"]): (str(f["target"]), address_kind(str(f["blob"])), f["digest"])
             for f in facts.get("files") or []
             if f.get("digest")
-        ]
-    for name, target, kind, recorded in targets:
+        }
+    now = _volume_digests(facts, recorded) if facts.get("volume") else None
+    for name, (target, kind, digest) in recorded.items():
         path = Path(target)
-        now = _digest(path, kind) if path.is_file() else "<not on disk here>"
+        if now is not None:  # read again where it lives, by a helper on the engine
+            again = now.get(name, "<not in the volume now>")
+        else:
+            again = _digest(path, kind) if path.is_file() else "<not on disk here>"
         out.read.append(f"{where} {name} re-hashed")
-        if now != recorded:
-            out.mismatches.append(Mismatch(f"{where} {name}", f"{kind} of {target}", recorded, now))
+        if again != digest:
+            out.mismatches.append(Mismatch(f"{where} {name}", f"{kind} of {target}", digest, again))
+
+
+def _volume_digests(facts: dict[str, Any], files: dict[str, Any]) -> dict[str, str]:
+    """Each file's digest read again in the volume; where the engine cannot read it here,
+    each file's says why (and so differs from the recorded one)."""
+    try:
+        return volume_snapshot.rehash(facts)
+    except volume_snapshot.VolumeUnreadable as exc:
+        return dict.fromkeys(files, f"<not readable here: {exc}>")
 
 
 def _digest(path: Path, kind: str | None) -> str:
-    return checks.git_blob_sha1(path.read_bytes()) if kind == "git-sha1" else sha256_of(path)
+    return content_address.file_git_sha1(str(path)) if kind == "git-sha1" else sha256_of(path)
 
 
 def _image_pin(run: GateRun, out: Rederived) -> None:
