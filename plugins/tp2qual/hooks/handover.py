@@ -3,8 +3,9 @@ back after the last, proven healthy.
 
 Named with ``--hand-over NAME|label=KEY=VALUE|project=PROJECT`` (repeatable) or in a selected
 candidate's ``[handover]`` table (the campaign's shared file); nothing is stopped unless named.
-The return runs when the test loop ends however it ends: the last candidate done, a gate FAIL or
-a dead server (the loop goes on to the end), Ctrl-C (the KeyboardInterrupt passes through here).
+The return runs at session finish however the loop ended: the last candidate done, a gate FAIL
+or a dead server (the loop goes on to the end), Ctrl-C (pytest still finishes the session),
+after the candidates' servers are gone.
 A return that does not reach the recorded state is said on the terminal, in every finding
 (``identity.handover``) and in the report, with the commands to restore it by hand.
 """
@@ -12,6 +13,7 @@ A return that does not reach the recorded state is said on the terminal, in ever
 from __future__ import annotations
 
 from collections.abc import Generator, Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,10 +29,10 @@ from tp2qual.serving.handover import (
     give_back,
     gpus_free,
     hand_over,
-    read_record,
 )
 
 _Wrapper = Generator[None, object, object]
+record_key = pytest.StashKey[Path]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -83,29 +85,41 @@ def _url(text: str) -> tuple[str, str]:
     return name, url
 
 
-@pytest.hookimpl(wrapper=True, tryfirst=True)
-def pytest_runtestloop(session: pytest.Session) -> _Wrapper:
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> None:
+    """Before the first candidate: record, check, stop. The return is at session finish."""
     config = session.config
     if config.getoption("plan", False) or session.config.option.collectonly:
-        return (yield)
+        return
     chosen = {c.name: c for i in session.items if (c := candidate_of(i)) is not None}
     try:
         plan = plan_of(config, list(chosen.values()))
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None
     if plan is None or not chosen:
-        return (yield)
+        return
     say = config.get_terminal_writer().line
     path = config.stash[run_key].run_dir / RECORD
-    record = _hand_over(config, plan, path, say)
+    config.stash[record_key] = path  # from here on, session finish gives back what the record holds
+    record = _hand_over(config, plan, path)
     say(f"tp2qual: handed over {_names(record)} (record: {path})")
+
+
+@pytest.hookimpl(wrapper=True, trylast=True)
+def pytest_sessionfinish(session: pytest.Session) -> _Wrapper:
+    """The return, however the loop ended (last candidate, a FAIL, a dead server, Ctrl-C, a
+    refusal midway): after the candidates' servers are torn down (inside this wrapper), so the
+    live serve never starts beside a candidate on the GPUs, and before the run is closed (the
+    evidence plugin's wrapper is outside this one), so the final manifest and report hold it."""
     try:
         return (yield)
     finally:
-        _give_back(session, path, say)
+        path = session.config.stash.get(record_key, None)
+        if path is not None and path.exists():
+            _give_back(session, path, session.config.get_terminal_writer().line)
 
 
-def _hand_over(config: pytest.Config, plan: HandOverPlan, path: Any, say: Any) -> dict[str, Any]:
+def _hand_over(config: pytest.Config, plan: HandOverPlan, path: Any) -> dict[str, Any]:
     from tp2qual.serving.launchers.docker.engine import docker_client, unavailable
 
     if config.getoption("hosts", None):
@@ -118,10 +132,7 @@ def _hand_over(config: pytest.Config, plan: HandOverPlan, path: Any, say: Any) -
     try:
         with docker_client() as client:
             return hand_over(client, plan, path, gpus_free)
-    except HandOverRefused as exc:
-        if path.exists() and read_record(path).get("stops"):  # refused midway: undo the stops
-            say(f"tp2qual: {exc}: giving back what was stopped", red=True)
-            _give_back(None, path, say)
+    except HandOverRefused as exc:  # what was stopped before it is given back at session finish
         raise pytest.UsageError(str(exc)) from None
 
 
@@ -132,7 +143,7 @@ def _names(record: Mapping[str, Any]) -> str:
     return stopped + (f"; already stopped, left as found: {', '.join(left)}" if left else "")
 
 
-def _give_back(session: pytest.Session | None, path: Any, say: Any) -> None:
+def _give_back(session: pytest.Session, path: Path, say: Any) -> None:
     from tp2qual.serving.launchers.docker.engine import docker_client
 
     with docker_client() as client:
@@ -141,8 +152,7 @@ def _give_back(session: pytest.Session | None, path: Any, say: Any) -> None:
         say(f"tp2qual: hand-over given back: every serve as found, down {record['down_s']} s")
     else:
         say(f"tp2qual: HAND-OVER NOT RESTORED: {record['problems']}", red=True, bold=True)
-    if session is not None:
-        _note_in_findings(session, record)
+    _note_in_findings(session, record)
 
 
 def _note_in_findings(session: pytest.Session, record: Mapping[str, Any]) -> None:
