@@ -26,7 +26,13 @@ def gpu_claim(host_config: Mapping[str, Any]) -> list[str]:
     how = []
     for request in host_config.get("DeviceRequests") or []:
         caps = [c for group in request.get("Capabilities") or [] for c in group or []]
-        if "gpu" in caps or request.get("Driver") == "nvidia":
+        # --gpus asks for capability "gpu"; a request naming no capability and no driver is
+        # read as one too: the one device driver Docker ships requests for is NVIDIA's.
+        if (
+            "gpu" in caps
+            or request.get("Driver") == "nvidia"
+            or not (caps or request.get("Driver"))
+        ):
             ids = request.get("DeviceIDs") or []
             count = request.get("Count")
             what = (
