@@ -170,7 +170,9 @@ def test_a_gate_fail_still_gives_back(tmp_path, stand_in, monkeypatch):
 def test_ctrl_c_in_the_middle_of_a_gate_gives_back(tmp_path, stand_in, monkeypatch):
     env = {**park_env(tmp_path, "test_03_deterministic.py"),
            **watched(tmp_path, stand_in, monkeypatch)}  # fmt: skip
-    write_candidate(tmp_path / "candidates", smollm2_spec("handover-sigint"))
+    spec = smollm2_spec("handover-sigint")
+    write_candidate(tmp_path / "candidates", spec)
+    bound = interrupt_bound_s(spec["launch"].get("stop_timeout_s", 10))
     results = tmp_path / "results"
     command = [
         sys.executable, "-m", "pytest", "-c", str(MAIN / "pyproject.toml"), "--rootdir",
@@ -187,11 +189,11 @@ def test_ctrl_c_in_the_middle_of_a_gate_gives_back(tmp_path, stand_in, monkeypat
         assert stand_in.status == "exited"  # stopped while the gate runs
         run.send_signal(signal.SIGINT)
         # the stop's promised bound, plus the stand-in's return within its stated bound
-        out = run.communicate(timeout=interrupt_bound_s() + HEALTHY_WITHIN_S)[0].decode()
+        out = run.communicate(timeout=bound + HEALTHY_WITHIN_S)[0].decode()
     finally:
         if run.poll() is None:
             run.kill()
-            run.wait()
+            run.communicate()
     assert run.returncode == 2, out[-3000:]  # pytest's INTERRUPTED
     assert "hand-over given back: every serve as found" in out, out[-3000:]
     assert_given_back((results / "latest").resolve(), stand_in)
