@@ -228,3 +228,38 @@ def _name(name: str) -> Any:
     from tp2qual.checks.handover import parse_selector
 
     return parse_selector(name, "self-test")
+
+
+def test_a_return_that_falls_short_is_loud(tmp_path, docker_engine):
+    """A serve that cannot come back (here: removed while handed over) is named with the state
+    it was in and is in now, and the exact commands, by restore, verify and the report."""
+    from tp2qual.evidence.report import write_report
+    from tp2qual.evidence.verify import verify_run
+
+    base = "tp2qual/debian-base:bookworm"
+    name = f"tp2qual-selftest-gone-{uuid.uuid4().hex[:8]}"
+    container = docker_engine.containers.run(
+        base, ["sleep", "600"], name=name, network_mode="host", detach=True,
+        healthcheck={"test": ["CMD", "true"], "interval": 1_000_000_000},
+    )  # fmt: skip
+    try:
+        wait_healthy(container, 60)
+        run_dir = tmp_path / "results" / "20261204T000000Z-gone"
+        run_dir.mkdir(parents=True)
+        plan = HandOverPlan((_name(name),), {}, 10, 30)
+        hand_over(docker_engine, plan, run_dir / "handover.json", gpus_free)
+    finally:
+        container.remove(force=True)
+    (run_dir / "manifest.json").write_text(json.dumps({"files": {}, "run_id": run_dir.name}))
+    restore = subprocess.run(
+        [sys.executable, "-m", "tp2qual", "restore", str(run_dir)],
+        capture_output=True, text=True, cwd=MAIN, timeout=120,
+    )  # fmt: skip
+    assert restore.returncode == 1, restore.stdout + restore.stderr
+    said = f"NOT RESTORED: not restored: {name}: not found after the run (removed?)"
+    assert said in restore.stdout and f"docker start {name}" in restore.stdout
+    lines = [p.line() for p in verify_run(run_dir).problems]
+    assert any(name in line and "docker start" in line for line in lines), lines
+    html = write_report(run_dir, verify_run(run_dir)).read_text()
+    assert "NOT RESTORED" in html and f"docker start {name}" in html
+    assert "running (healthy)" in html  # the state it was in, beside the state it is in

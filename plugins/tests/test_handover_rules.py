@@ -114,3 +114,12 @@ def test_verify_judges_restored_again_from_the_two_states(tmp_path):
     good = {**record([rules.state_of(inspect())]), "restored": True}
     (tmp_path / "handover.json").write_text(json.dumps(good))
     assert check_handover(tmp_path) == []
+
+
+def test_a_container_gone_from_the_engine_is_not_restored():
+    verdict = rules.judge_restored(record([None]))  # type: ignore[list-item]
+    assert verdict.reason.startswith("not restored: llm-primary: not found after the run")
+    assert verdict.measures["commands"] == [
+        "docker start llm-primary",
+        "docker inspect --format '{{.State.Health.Status}}' llm-primary",
+    ]

@@ -159,7 +159,7 @@ def judge_restored(record: Mapping[str, Any]) -> Verdict:
             + ", ".join(s["name"] for s in to_stop(before)),
             not_restored=[s["name"] for s in to_stop(before)],
         )
-    after = {s.get("id"): s for s in after_list}
+    after = {s.get("id"): s for s in after_list if s}  # None: gone from the engine
     urls = record.get("health_urls") or {}
     failures, commands = [], []
     for state in before:
