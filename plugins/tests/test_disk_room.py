@@ -58,3 +58,12 @@ def test_a_run_on_a_1_mib_tmpfs_is_refused_before_any_candidate(tmp_path):
     assert "this run will write about" in inner.proc.stderr, inner.output()
     assert inner.events == []  # no gate ran, no server started
     print(inner.proc.stderr.strip().splitlines()[-1])  # the figures, for the closing note
+
+
+def test_the_plan_says_the_estimate_against_the_free_room(tmp_path):
+    from tp2qual.hooks.room import plan_line
+
+    qwen = load_candidate(MAIN / "candidates" / "qwen3.5-122b-a10b-nvfp4.toml")
+    line = plan_line([qwen], tmp_path / "results" / "run")
+    assert line.startswith("evidence on disk: about 138.0 MiB for the run (the most:")
+    assert line.endswith(": fits") and "gate 07 115.1 MiB" in line

@@ -18,6 +18,7 @@ from tp2qual.hooks.candidates import run_key
 from tp2qual.hooks.gating import candidate_of
 
 RECORD = "disk_room.json"
+MIB = 1024**2
 
 
 def _estimate(candidate: Candidate) -> dict[str, int]:
@@ -32,11 +33,29 @@ def _free_bytes(folder: Path) -> int:
     return shutil.disk_usage(folder).free
 
 
+def plan_line(candidates: list[Candidate], run_dir: Path) -> str:
+    """``--plan``'s one line on disk room: the estimate, the largest candidate, the free space
+    and the margin, with the verdict the run itself will give."""
+    estimates = {c.name: _estimate(c) for c in candidates}
+    verdict = disk_room.judge(estimates, _free_bytes(run_dir), str(run_dir.parent))
+    m = verdict.measures
+    per = m["per_candidate_bytes"]
+    largest = max(per, key=lambda n: per[n]) if per else "none"
+    said = "fits" if verdict.ok else "REFUSED"
+    return (
+        f"evidence on disk: about {m['estimate_bytes'] / MIB:.1f} MiB for the run (the most:"
+        f" {largest}, {per.get(largest, 0) / MIB:.1f} MiB, gate 07"
+        f" {estimates.get(largest, {}).get('agreement_07', 0) / MIB:.1f} MiB of it) against"
+        f" {m['free_bytes'] / MIB:.0f} MiB free under {m['folder']} with a margin of"
+        f" {m['margin_bytes'] / MIB:.0f} MiB: {said}"
+    )
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_finish(session: pytest.Session) -> None:
     config = session.config
     if config.getoption("plan", False) or config.option.collectonly:
-        return
+        return  # the plan says the figures (plan_line), and refuses nothing
     state = config.stash.get(run_key, None)
     chosen = {c.name: c for i in session.items if (c := candidate_of(i)) is not None}
     if state is None or not chosen or state.shared:
