@@ -58,28 +58,35 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@pytest.fixture
-def stand_in(docker_engine: Any) -> Iterator[Any]:
-    """The live serve's stand-in: SmolLM2 on llama.cpp, host network, a Docker healthcheck,
-    healthy before the run starts."""
+def start_stand_in(client: Any, *, healthcheck: bool) -> tuple[Any, int]:
+    """SmolLM2 on llama.cpp in the image, host network, on a free port; with a Docker
+    healthcheck or without (then only a URL can prove it back)."""
     import docker.errors
 
     try:
-        docker_engine.images.get(IMAGE)
+        client.images.get(IMAGE)
     except docker.errors.ImageNotFound:
         pytest.skip(f"self-test needs {IMAGE} (scripts/build-local-image.sh)")
     port = _free_port()
     probe = f"import urllib.request; urllib.request.urlopen('http://127.0.0.1:{port}/v1/models')"
-    container = docker_engine.containers.run(
+    check = {"test": ["CMD", "python3", "-c", probe], "interval": 1_000_000_000,
+             "timeout": 5_000_000_000, "retries": 3, "start_period": 60_000_000_000}  # fmt: skip
+    container = client.containers.run(
         IMAGE,
         ["python3", "-m", "llama_cpp.server", "--model", "/models/SmolLM2-135M-Instruct.Q4_1.gguf",
          "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "512", "--n_threads", "1"],
         name=f"tp2qual-selftest-live-serve-{uuid.uuid4().hex[:8]}",
         network_mode="host", detach=True, restart_policy={"Name": "unless-stopped"},
         labels={"com.docker.compose.project": "anvil-selftest", "role": "primary"},
-        healthcheck={"test": ["CMD", "python3", "-c", probe], "interval": 1_000_000_000,
-                     "timeout": 5_000_000_000, "retries": 3, "start_period": 60_000_000_000},
+        healthcheck=check if healthcheck else None,
     )  # fmt: skip
+    return container, port
+
+
+@pytest.fixture
+def stand_in(docker_engine: Any) -> Iterator[Any]:
+    """The live serve's stand-in, with a Docker healthcheck, healthy before the run starts."""
+    container, _ = start_stand_in(docker_engine, healthcheck=True)
     try:
         wait_healthy(container, HEALTHY_WITHIN_S)
         yield container
@@ -95,6 +102,20 @@ def wait_healthy(container: Any, within_s: float) -> float:
             return time.monotonic() - began
         time.sleep(0.5)
     raise AssertionError(f"{container.name} not healthy within {within_s} s: {container.status}")
+
+
+def wait_answers(url: str, within_s: float) -> None:
+    import urllib.request
+
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                response.read()
+                return
+        except OSError:
+            time.sleep(0.5)
+    raise AssertionError(f"{url} did not answer within {within_s} s")
 
 
 def watched(tmp_path: Path, stand_in: Any, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
@@ -263,3 +284,28 @@ def test_a_return_that_falls_short_is_loud(tmp_path, docker_engine):
     html = write_report(run_dir, verify_run(run_dir)).read_text()
     assert "NOT RESTORED" in html and f"docker start {name}" in html
     assert "running (healthy)" in html  # the state it was in, beside the state it is in
+
+
+def test_a_serve_without_a_healthcheck_is_proven_back_by_its_url(tmp_path, docker_engine):
+    """No Docker healthcheck: the URL the user names must answer a real request after the
+    start, and the record says it did."""
+    from tp2qual.serving.handover import give_back
+
+    container, port = start_stand_in(docker_engine, healthcheck=False)
+    url = f"http://127.0.0.1:{port}/v1/models"
+    try:
+        wait_answers(url, HEALTHY_WITHIN_S)  # a live serve, answering before the run
+        plan = HandOverPlan((_name(container.name),), {}, 60, HEALTHY_WITHIN_S)
+        with pytest.raises(Exception, match="no Docker healthcheck and no health URL named"):
+            hand_over(docker_engine, plan, tmp_path / "handover.json", gpus_free)
+        container.reload()
+        assert container.status == "running"  # refused before anything stopped
+        plan = HandOverPlan((_name(container.name),), {container.name: url}, 60, HEALTHY_WITHIN_S)
+        hand_over(docker_engine, plan, tmp_path / "handover.json", gpus_free)
+        record = give_back(docker_engine, tmp_path / "handover.json", gpus_free, print)
+        assert record["restored"] is True, record["problems"]
+        assert record["after"][0]["url_answered"] is True
+        print(f"hand-over down-time (proven by URL): {record['down_s']} s;"
+              f" stop {record['stops'][0]['seconds']} s")  # fmt: skip
+    finally:
+        container.remove(force=True)
