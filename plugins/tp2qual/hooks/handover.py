@@ -129,11 +129,15 @@ def _hand_over(config: pytest.Config, plan: HandOverPlan, path: Any) -> dict[str
     if why := unavailable():
         raise pytest.UsageError(f"hand-over of {', '.join(map(str, plan.selectors))}: {why}")
     path.parent.mkdir(parents=True, exist_ok=True)
+    import docker.errors
+
     try:
         with docker_client() as client:
             return hand_over(client, plan, path, gpus_free)
     except HandOverRefused as exc:  # what was stopped before it is given back at session finish
         raise pytest.UsageError(str(exc)) from None
+    except docker.errors.DockerException as exc:  # the engine's own refusal, in its words
+        raise pytest.UsageError(f"hand-over: the Docker engine refused: {exc}") from None
 
 
 def _names(record: Mapping[str, Any]) -> str:
@@ -146,8 +150,17 @@ def _names(record: Mapping[str, Any]) -> str:
 def _give_back(session: pytest.Session, path: Path, say: Any) -> None:
     from tp2qual.serving.launchers.docker.engine import docker_client
 
-    with docker_client() as client:
-        record = give_back(client, path, gpus_free, say)
+    try:
+        with docker_client() as client:
+            record = give_back(client, path, gpus_free, say)
+    except (Exception, KeyboardInterrupt) as exc:  # the engine gone, a second Ctrl-C: say how
+        say(
+            f"tp2qual: HAND-OVER NOT GIVEN BACK ({type(exc).__name__}: {exc}): the serves are"
+            f" still stopped; give them back with: python -m tp2qual restore {path.parent}",
+            red=True,
+            bold=True,
+        )
+        return
     if record["restored"]:
         say(f"tp2qual: hand-over given back: every serve as found, down {record['down_s']} s")
     else:
