@@ -91,14 +91,6 @@ def describe(holder: Mapping[str, Any]) -> str:
     return f"container {holder.get('name')} ({'; '.join(parts)}; {', '.join(holder['how'])}{state})"
 
 
-def process_names(gpu: Mapping[str, Any]) -> list[str]:
-    """NVML's compute processes on a GPU, where it lists them (never under WSL2)."""
-    return [
-        f"pid {p.get('pid')}" + (f" ({p['name']})" if p.get("name") else "")
-        for p in gpu.get("compute_processes") or []
-    ]
-
-
 def holders_sentence(gpu: Mapping[str, Any], holders: list[Mapping[str, Any]]) -> str:
     """Who holds this GPU, as far as Docker and NVML can tell, and how to hand it over."""
     seen = [describe(h) for h in holders if h.get("status") == "running" and holds_gpu(h, gpu)]
