@@ -7,7 +7,9 @@ speculative draft (``[model.draft]``) the same way, at a resolved 40-hex revisio
 container candidate's local image matches its pinned digest or image id (never pulled unless
 ``--pull``); for a GPU candidate, NVML shows at least TP-size GPUs with the memory the candidate
 needs, none busy with another serve — no compute process, no running container holding GPUs, no
-memory held beyond what explains it (``--allow-busy`` overrides, recorded). A GPU that drives a
+memory held beyond what explains it (``--allow-busy`` overrides, recorded); a busy GPU's holders
+are named as far as Docker (under WSL2 the only witness) and NVML can see them, with how to hand
+them over (``--hand-over``, hooks/handover.py). A GPU that drives a
 display may hold the desktop's memory (under WSL2 NVML counts the Windows desktop's): with the
 display active, no compute process and no more than a desktop's typical figure (raised by
 ``[gpus] desktop_mib`` or ``--desktop-mib``) it is the desktop's, said in the claim

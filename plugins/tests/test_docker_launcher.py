@@ -213,12 +213,13 @@ def test_gpu_holders_reads_device_requests_and_runtime() -> None:
     class Fake:
         def __init__(self, name: str, host: dict[str, Any], labels: dict[str, str]):
             self.name, self.short_id, self.labels = name, name[:3], labels
-            self.attrs = {"HostConfig": host, "Config": {"Image": "img"}, "State": {}}
+            self.attrs = {"Name": f"/{name}", "HostConfig": host, "State": {"Status": "running"},
+                          "Config": {"Image": "img", "Labels": labels}}  # fmt: skip
 
     class Client:
         class containers:
             @staticmethod
-            def list() -> list[Fake]:
+            def list(all: bool = False, filters: dict[str, Any] | None = None) -> list[Fake]:
                 return [
                     Fake("vllm", {"DeviceRequests": [{"Count": -1}]}, {}),
                     Fake("old", {"Runtime": "nvidia"}, {RUN_LABEL: "R0"}),
@@ -227,7 +228,7 @@ def test_gpu_holders_reads_device_requests_and_runtime() -> None:
 
     found = gpu_holders(Client())
     assert [(h["name"], h["how"], h["ours"]) for h in found] == [
-        ("vllm", ["device_requests"], False),
+        ("vllm", ["device request: all GPUs"], False),
         ("old", ["nvidia runtime"], True),
     ]
 

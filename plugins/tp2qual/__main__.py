@@ -11,6 +11,10 @@ compare   the report's overview in the terminal: one row per candidate per run g
           ratios to its reference with CIs, the floors and their bases, agreement and accuracy
           figures, what its verdict rests on); with one run, each of its candidates across the
           earlier dated runs beside it too. Exit 2 when a RUN is not a run folder.
+restore   gives back the serves a run took the GPUs from (its ``handover.json``), when the suite
+          was killed before it could: starts each in recorded order, waits until healthy, and
+          records the after-state; exit 0 when every serve is back as found, 1 when not, 2 when
+          there is no record or no Docker engine.
 diagnose  names the cause of a failed NCCL probe / server start-up from pasted logs, with a
           remedy that fits the settings given; exit 0 when no log shows a failure, 1 when one
           does, 2 for bad usage or an unreadable file.
@@ -43,6 +47,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     report = commands.add_parser("report", help="(re)build a run's report.html")
     report.add_argument("run", type=Path, help="results/<run-id>, results/latest or results/")
+    restore = commands.add_parser("restore", help="give back the serves a killed run took over")
+    restore.add_argument("run", type=Path, help="results/<run-id> or results/latest")
     compare = commands.add_parser("compare", help="candidates' figures side by side, across runs")
     compare.add_argument("runs", type=Path, nargs="+", metavar="RUN", help="results/<run-id>…")
     compare.add_argument(
@@ -116,6 +122,21 @@ def _verify(run: Path, *, rehash: bool = False) -> int:
     return 0 if result.ok else 1
 
 
+def _restore(run: Path) -> int:
+    from tp2qual.serving.handover import HandOverRefused, restore_run
+
+    try:
+        record = restore_run(resolve_run(run), print)
+    except HandOverRefused as exc:
+        print(f"tp2qual restore: {exc}", file=sys.stderr)
+        return 2
+    if record["restored"]:
+        print(f"restored: every serve back as found (down {record.get('down_s')} s)")
+        return 0
+    print(f"NOT RESTORED: {record['problems']}")
+    return 1
+
+
 def _report(run: Path) -> int:
     print(write_report(resolve_run(run), verify_run(run)))
     return 0
@@ -159,6 +180,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.command == "verify":
         return _verify(args.run, rehash=args.rehash)
+    if args.command == "restore":
+        return _restore(args.run)
     return _report(args.run)
 
 

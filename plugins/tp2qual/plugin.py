@@ -9,6 +9,8 @@ pytest_plugins = [
     "tp2qual.hooks.progress",
     "tp2qual.hooks.evidence",
     "tp2qual.hooks.docker",
+    "tp2qual.hooks.room",
+    "tp2qual.hooks.handover",
     "tp2qual.hooks.hosts",
     "tp2qual.hooks.interrupts",
 ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from tp2qual.checks.gpu_holders import HAND_OVER_HOW, holders_sentence
 from tp2qual.checks.verdict import Verdict
 
 GIB = 1024**3
@@ -108,12 +109,18 @@ def memory_holder(
 
 
 def busy_reasons(
-    gpu: Mapping[str, Any], floor_mib: float, desktop_mib: float = DESKTOP_TYPICAL_MIB
+    gpu: Mapping[str, Any],
+    floor_mib: float,
+    desktop_mib: float = DESKTOP_TYPICAL_MIB,
+    holders: list[Mapping[str, Any]] | None = None,
 ) -> list[str]:
     """Why a GPU looks taken by another serve (empty when it is free or holds only the
-    desktop's memory): its compute processes, and the memory held above what explains it."""
+    desktop's memory): its compute processes, the memory held above what explains it, and the
+    running containers that take it (``holders``: the snapshot's ``gpu_containers``), which
+    hold it even while its memory reads free (a serve between loads)."""
+    named = holders_sentence(gpu, list(holders or []))
     if memory_holder(gpu, floor_mib, desktop_mib) != SERVE:
-        return []
+        return [named] if named else []
     reasons = []
     procs = gpu.get("compute_processes") or []
     if procs:
@@ -129,6 +136,8 @@ def busy_reasons(
         )
     elif used > floor_mib:
         reasons.append(f"{used:.0f} MiB used (floor {floor_mib:.0f} MiB)")
+    if named:
+        reasons.append(named)
     return reasons
 
 
@@ -186,6 +195,7 @@ def check(
     recorded). A display GPU's desktop memory is a notice, not a busy GPU; ``desktop_mib``
     raises the desktop's typical figure (never below ``DESKTOP_TYPICAL_MIB``)."""
     host = snapshot.get("host") or {}
+    holders = list(snapshot.get("gpu_containers") or [])
     desktop = max(DESKTOP_TYPICAL_MIB, desktop_mib or 0)
     base = {
         "tp_size": tp_size,
@@ -208,7 +218,11 @@ def check(
         "gpu_names": [g.get("name") for g in gpus],
         "gpus": [_gpu_measures(g, busy_floor_mib, desktop) for g in gpus],
         "pairs": list(snapshot.get("pairs") or []),
-        "busy_gpus": [g.get("index") for g in used if busy_reasons(g, busy_floor_mib, desktop)],
+        "busy_gpus": [
+            g.get("index") for g in used if busy_reasons(g, busy_floor_mib, desktop, holders)
+        ],
+        "gpu_containers": holders,
+        "gpu_containers_read": snapshot.get("gpu_containers_read"),
         "memory_held_by": [_held_by(g, busy_floor_mib, desktop) for g in used],
         "notices": [
             n
@@ -219,7 +233,7 @@ def check(
     problems = _count_problems(gpus, tp_size)
     problems += _memory_problems(used, min_memory_gib_per_gpu)
     if not allow_busy:
-        problems += _busy_problems(used, busy_floor_mib, desktop)
+        problems += _busy_problems(used, busy_floor_mib, desktop, holders)
     if problems:
         return Verdict.failed("; ".join(problems), **measures)
     return Verdict.passed(**measures)
@@ -248,13 +262,18 @@ def _held_by(gpu: Mapping[str, Any], floor_mib: float, desktop_mib: float) -> st
 
 
 def _busy_problems(
-    gpus: list[Mapping[str, Any]], floor_mib: float, desktop_mib: float
+    gpus: list[Mapping[str, Any]],
+    floor_mib: float,
+    desktop_mib: float,
+    holders: list[Mapping[str, Any]],
 ) -> list[str]:
+    # A named holder's sentence already says how to hand the GPU over; else the general remedy.
     return [
-        f"{_gpu_label(gpu)} is busy: {'; '.join(reasons)}: another serve's"
-        f" -> {_busy_remedy(gpu, desktop_mib)}"
+        f"{_gpu_label(gpu)} is busy: {'; '.join(reasons)}"
+        + ("" if holders_sentence(gpu, holders) else f": another serve's -> {remedy}")
         for gpu in gpus
-        if (reasons := busy_reasons(gpu, floor_mib, desktop_mib))
+        if (reasons := busy_reasons(gpu, floor_mib, desktop_mib, holders))
+        and (remedy := _busy_remedy(gpu, desktop_mib))
     ]
 
 
@@ -263,6 +282,6 @@ def _busy_remedy(gpu: Mapping[str, Any], desktop_mib: float) -> str:
         return (
             "stop the other serve first; if it is the desktop alone that holds this much, raise"
             f" the desktop's figure above {desktop_mib:.0f} MiB ([gpus] desktop_mib or"
-            " --desktop-mib)"
+            f" --desktop-mib); if a container holds it, {HAND_OVER_HOW}"
         )
-    return "stop the other serve first"
+    return f"stop the other serve first, or, if it is a container, {HAND_OVER_HOW}"

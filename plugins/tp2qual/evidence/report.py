@@ -33,6 +33,7 @@ from tp2qual.artifacts.finding import (
 )
 from tp2qual.artifacts.layout import FINDING, MANIFEST, REPORT, atomic_write
 from tp2qual.candidate import GATES
+from tp2qual.evidence.handover_view import handover_view
 from tp2qual.evidence.performance_view import (
     comparison,
     judged_floor_values,
@@ -320,7 +321,8 @@ def build_run(run_dir: Path, check: Verification | None = None) -> RunView:
     overview = build_overview(run_dir)
     if check is None:
         waiting = "run in progress: every artifact and claim is verified when it ends"
-        return RunView(run_dir.name, generated, candidates, waiting, None, (), overview)
+        return RunView(run_dir.name, generated, candidates, waiting, None, (), overview,
+                       handover_view(run_dir))  # fmt: skip
     return RunView(
         run_dir.name,
         generated,
@@ -329,6 +331,7 @@ def build_run(run_dir: Path, check: Verification | None = None) -> RunView:
         check.ok,
         tuple(p.line() for p in check.problems[:50]),
         overview,
+        handover_view(run_dir),
     )
 
 

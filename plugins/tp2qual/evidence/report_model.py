@@ -9,6 +9,7 @@ from typing import Any
 
 from tp2qual.checks.stats import ratio as stats_ratio
 from tp2qual.evidence.charts import Svg
+from tp2qual.evidence.handover_view import HandoverView
 from tp2qual.evidence.topology_view import TopologyView
 
 OUTCOME_LABELS = {
@@ -216,6 +217,7 @@ class RunView:
     verify_ok: bool | None  # None: not verified yet (mid-run refresh)
     verify_lines: tuple[str, ...]
     overview: Overview | None = None
+    handover: HandoverView | None = None  # the serves this run took the GPUs from
 
 
 def fmt(value: Any, width: int = 160) -> str:

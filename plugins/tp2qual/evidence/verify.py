@@ -27,6 +27,7 @@ from tp2qual.artifacts.layout import FINDING, MANIFEST, NOT_HASHED, sha256_of
 from tp2qual.candidate import GATES
 from tp2qual.evidence.problem import Problem
 from tp2qual.evidence.verify_gates import check_rederived
+from tp2qual.evidence.verify_handover import check_handover
 from tp2qual.evidence.verify_reference import check_reference_runs
 
 __all__ = ["Problem", "Verification", "resolve_run", "verify_run"]
@@ -83,6 +84,7 @@ def verify_run(path: Path, *, rehash: bool = False) -> Verification:
     result = Verification(run_dir, rehashed=rehash)
     listed = _load_manifest(run_dir, result)
     result.problems += check_files(run_dir, listed)
+    result.problems += check_handover(run_dir)
     result.files = len(listed)
     for cand_dir in candidate_dirs(run_dir, listed):
         result.candidates += 1

@@ -46,10 +46,21 @@ def gpu_snapshot(
     request: pytest.FixtureRequest, candidate: Candidate, record: CandidateRecord
 ) -> dict[str, Any]:
     read = request.config.stash.get(snapshot_reader_key, None)
-    snapshot = read(candidate) if read is not None else gpu.snapshot()
+    snapshot = read(candidate) if read is not None else _local_snapshot()
     record.identity["topology"] = snapshot
     record.evidence.write_json("topology.json", snapshot)
     record.save()
+    return snapshot
+
+
+def _local_snapshot() -> dict[str, Any]:
+    """NVML's view, with the containers that hold GPUs beside it: under WSL2 NVML lists no
+    process, so Docker is the only one that can name a busy GPU's holder."""
+    from tp2qual.serving.launchers.docker.sweep import gpu_holders_here
+
+    snapshot = gpu.snapshot()
+    if snapshot.get("nvml_available"):
+        snapshot["gpu_containers"], snapshot["gpu_containers_read"] = gpu_holders_here()
     return snapshot
 
 

@@ -31,6 +31,7 @@ from tp2qual.hooks.candidates import run_key
 from tp2qual.hooks.gating import candidate_of, gate_of
 from tp2qual.hooks.hosts import fleet_key
 from tp2qual.hooks.progress import watch_for
+from tp2qual.hooks.room import plan_line
 from tp2qual.launch import ResolvedLaunch, resolve_launch
 from tp2qual.redact import Redactor
 from tp2qual.run_plan import run_sections
@@ -75,6 +76,8 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
     hosts = fleet.placement if fleet is not None else None
     writer.line("## the run: every candidate above, in this order")
     writer.line(dry_run.render(run_sections(list(chosen.values()), estimates, hosts)))
+    if chosen:
+        writer.line(plan_line(list(chosen.values()), state.run_dir))
     return True
 
 

@@ -116,29 +116,31 @@ def _save_leftover(container: Any, folder: Path) -> None:
     (folder / f"{container.name}.log").write_bytes(container.logs(tail=500))
 
 
-def gpu_holders(client: Any) -> list[dict[str, Any]]:
-    """Running containers that hold GPUs (device requests, the nvidia runtime or /dev/nvidia*)."""
+def gpu_holders(client: Any, *, include_created: bool = False) -> list[dict[str, Any]]:
+    """Containers that take GPUs (device requests, the nvidia runtime or /dev/nvidia*), judged by
+    ``checks.gpu_holders.holder_of``: the running ones, and with ``include_created`` also those
+    created and not started (what a CPU-only machine can show of a GPU serve)."""
+    from tp2qual.checks.gpu_holders import holder_of
+
+    filters = {"status": ["running", "created"]} if include_created else {}
     holders = []
-    for container in client.containers.list():
-        host = container.attrs.get("HostConfig") or {}
-        how = []
-        if host.get("DeviceRequests"):
-            how.append("device_requests")
-        if host.get("Runtime") == "nvidia":
-            how.append("nvidia runtime")
-        if any("nvidia" in (d.get("PathOnHost") or "") for d in host.get("Devices") or []):
-            how.append("devices")
-        if how:
-            holders.append(
-                {
-                    "id": container.short_id,
-                    "name": container.name,
-                    "image": (container.attrs.get("Config") or {}).get("Image"),
-                    "how": how,
-                    "device_requests": host.get("DeviceRequests"),
-                    "ours": RUN_LABEL in container.labels,
-                    "run": container.labels.get(RUN_LABEL),
-                    "started_at": (container.attrs.get("State") or {}).get("StartedAt"),
-                }
-            )
+    for container in client.containers.list(all=include_created, filters=filters):
+        holder = holder_of(container.attrs)
+        if holder is not None:
+            holders.append({**holder, "ours": RUN_LABEL in container.labels})
     return holders
+
+
+def gpu_holders_here() -> tuple[list[dict[str, Any]], str]:
+    """The running GPU-holding containers of the engine ``DOCKER_HOST`` names, and how they
+    were read; no engine is no holder, said so (never raises: gate 00 judges NVML without it)."""
+    from tp2qual.serving.launchers.docker.engine import docker_client, engine_url, unavailable
+
+    why = unavailable()
+    if why is not None:
+        return [], f"not read: no Docker engine ({why})"
+    try:
+        with docker_client() as client:
+            return gpu_holders(client), f"read from the Docker engine at {engine_url()}"
+    except Exception as exc:  # docker-py's errors are many; gate 00 still judges NVML's figures
+        return [], f"not read: {type(exc).__name__}: {exc}"
