@@ -87,13 +87,13 @@ def rule_shm_exhausted(ctx: Context) -> list[Finding]:
             f"NCCL could not create its shared-memory segment in /dev/shm{need}: /dev/shm is"
             " too small or full; NCCL's SHM transport (P2P off) and its proxy both need it",
             evidence_of(hits),
-            _shm_remedy(ctx),
+            shm_remedy(ctx),
             "high",
         )
     ]
 
 
-def _shm_remedy(ctx: Context) -> str:
+def shm_remedy(ctx: Context) -> str:
     c = ctx.container
     if c is None:
         return (

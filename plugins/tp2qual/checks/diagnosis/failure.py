@@ -1,0 +1,143 @@
+"""A failed start is never "ok". The error lines a failure leaves (a Python exception, an engine
+ERROR line, a fatal signal, a non-zero exit), which of them is the earliest actionable one (the
+first in time, from the first rank that failed, past the secondary cascade every TP start-up
+prints after it), and the finding when no rule names the cause: it says so and quotes that line,
+its number and its rank. It never guesses a cause of another kind."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+
+from tp2qual.checks.diagnosis.model import Context, Finding, Line
+
+# An exception as Python prints it ("ValueError: …", "torch.AcceleratorError: …"), anywhere
+# after the engine's own prefix ("(APIServer pid=1) ERROR 07-29 10:26:04 [x.py:1] ", "[rank0]: ").
+_EXCEPTION = re.compile(
+    r"(?:^|[\s:\]\)>|])(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|OutOfResources)(?::\s|:$)"
+)
+# Other lines that are a failure in themselves: a fatal signal, a C++ abort, a CUDA error printed
+# bare (llama.cpp, torch's asynchronous report), argparse's refusal, pydantic's "Value error",
+# a child's non-zero exit.
+_FATAL = re.compile(
+    r"Fatal Python error: |\*\*\* SIG[A-Z]+ received|terminate called after throwing"
+    r"|Segmentation fault|core dumped|\bCUDA (?:driver )?error: |: error: (?:argument|unrecognized)"
+    r"|\bValue error, |crashed with exit code -?\d+|exit(?:ed)? (?:with )?(?:code|status) -?[1-9]"
+    r"|returned non-zero exit status|\bKilled\b\s+\S*(?:python|vllm|sglang)"
+)
+# The engine's ERROR level (vLLM, SGLang, Python logging, glog's E0303 12:00:00).
+_ERROR_LEVEL = re.compile(r"(?<![\w=])ERROR(?![\w=])|\bE\d{4} \d\d:\d\d:\d\d|hit an exception")
+# What a TP start-up prints after the first failure: wrappers that point back at it, workers
+# torn down by the one that failed, the front end noticing. Never the lead while a primary exists.
+_SECONDARY = re.compile(
+    r"Engine core initialization failed|EngineCore failed to start|Worker proc \S* ?died"
+    r"|WorkerProc (?:failed to start|hit an exception)|Error raised in subprocess"
+    r"|returned non-zero exit status|check the stack trace above|See root cause above"
+    r"|Received sigquit from a child|Dumping requests before crash|DistBackendError|TCPStore"
+    r"|CancelledError|KeyboardInterrupt|SystemExit|Exception in worker \S+ while processing"
+    r"|Traceback \(most recent call last\)|During handling of the above exception"
+    r"|The above exception was the direct cause"
+)
+# Lines of a traceback body an engine re-prints under its ERROR prefix: never a lead.
+_FRAME = re.compile(r"\]\s{2,}\S|\]\s*\^+\s*$|\]\s*File \"|^\s+(?:File \"|\^+\s*$)")
+_RANKS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"\[rank(\d+)\]"), "rank {}"),
+    (re.compile(r"(?<![A-Za-z])TP(\d+)\b"), "TP{}"),
+    (re.compile(r"\brank[= ](\d+)\b"), "rank {}"),
+    (re.compile(r"\bscheduler_(\d+)\b"), "scheduler {}"),
+    (re.compile(r"\((\w+) pid=(\d+)\)"), "{} pid {}"),
+)
+_NO_TIME = datetime(1970, 1, 1)
+
+
+@dataclass(frozen=True)
+class ErrorLine:
+    line: Line
+    rank: str | None
+    primary: bool  # an exception, fatal signal or CUDA error that is not part of the cascade
+
+    def where(self) -> str:
+        return f"line {self.line.no}" + (f" ({self.rank})" if self.rank else "")
+
+
+def rank_of(text: str) -> str | None:
+    for pattern, label in _RANKS:
+        m = pattern.search(text)
+        if m:
+            return label.format(*m.groups())
+    return None
+
+
+def error_lines(ctx: Context) -> list[ErrorLine]:
+    """Every line that says something failed, in time order (then line order)."""
+    out = []
+    for ln in ctx.lines:
+        text = ln.text
+        strong = bool(_EXCEPTION.search(text) or _FATAL.search(text))
+        if not strong and not _ERROR_LEVEL.search(text) and "Traceback (most recent" not in text:
+            continue
+        if _FRAME.search(text):
+            continue
+        primary = strong and not _SECONDARY.search(text)
+        out.append(ErrorLine(ln, rank_of(text), primary))
+    return sorted(out, key=lambda e: (e.line.ts or _NO_TIME, e.line.no))
+
+
+def earliest(errors: list[ErrorLine]) -> tuple[ErrorLine | None, list[ErrorLine]]:
+    """The lead (the first primary error in time, else the first error) and, after it, each other
+    rank's first error (primary where it has one)."""
+    if not errors:
+        return None, []
+    primaries = [e for e in errors if e.primary]
+    lead = (primaries or errors)[0]
+    firsts: dict[str | None, ErrorLine] = {}
+    for e in primaries + [e for e in errors if not e.primary]:
+        firsts.setdefault(e.rank, e)
+    others = [e for rank, e in firsts.items() if rank != lead.rank]
+    return lead, sorted(others, key=lambda e: (e.line.ts or _NO_TIME, e.line.no))
+
+
+def rule_unrecognised(ctx: Context, failed: bool) -> list[Finding]:
+    """The log shows a failure (or the caller saw one) and no rule named its cause."""
+    lead, others = earliest(error_lines(ctx))
+    if lead is None:
+        if not failed:
+            return []
+        last = next((ln for ln in reversed(ctx.lines) if ln.text.strip()), None)
+        if last is None:
+            return []
+        return [
+            Finding(
+                "unrecognised_failure",
+                "failed, cause not recognised: the process failed and its log shows no error"
+                f" line; its last line is line {last.no}",
+                ((last.no, last.text.strip()),),
+                "read the launcher's own output and the exit status; a process killed from"
+                " outside (the OOM killer, a timeout) prints nothing itself",
+                "low",
+            )
+        ]
+    also = "; ".join(f"{e.where()}: {e.line.text.strip()[:160]}" for e in others)
+    return [
+        Finding(
+            "unrecognised_failure",
+            f"failed, cause not recognised: the earliest error is {lead.where()}:"
+            f" {lead.line.text.strip()[:240]}"
+            + (f"; each other rank's first: {also}" if also else ""),
+            tuple((e.line.no, e.line.text.strip()) for e in [lead, *others][:6]),
+            f"no rule names this cause: start from {lead.where()}, the first error in time (the"
+            " errors after it follow from it), and look its exception text up in the engine's"
+            " issue tracker",
+            "low",
+        )
+    ]
+
+
+def first_time(f: Finding, ctx: Context) -> tuple[datetime, int]:
+    """When a finding's first evidence line was printed: named failures lead in time order."""
+    if not f.evidence:
+        return (datetime.max, 0)
+    no = min(n for n, _ in f.evidence)
+    line = ctx.lines[no - 1] if 0 < no <= len(ctx.lines) else None
+    return ((line.ts if line and line.ts else _NO_TIME), no)
