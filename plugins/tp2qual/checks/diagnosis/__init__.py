@@ -22,7 +22,12 @@ from typing import Any
 from tp2qual.checks.diagnosis import memory, transport
 from tp2qual.checks.diagnosis.capacity import rule_kv_cache_short, rule_mamba_blocks
 from tp2qual.checks.diagnosis.engine_args import args_of, version_of
-from tp2qual.checks.diagnosis.failure import error_lines, first_time, rule_unrecognised
+from tp2qual.checks.diagnosis.failure import (
+    error_lines,
+    first_time,
+    in_time_order,
+    rule_unrecognised,
+)
 from tp2qual.checks.diagnosis.hangs import (
     dist_error,
     other_warnings,
@@ -34,8 +39,8 @@ from tp2qual.checks.diagnosis.hangs import (
 from tp2qual.checks.diagnosis.host import rule_offline_missing, rule_port_in_use
 from tp2qual.checks.diagnosis.kernels import (
     rule_arch_unsupported,
-    rule_compile_failed,
     rule_helion_untuned,
+    rule_ptxas,
     rule_shared_memory,
 )
 from tp2qual.checks.diagnosis.memory import (
@@ -124,7 +129,7 @@ RULES: tuple[Rule, ...] = (
     rule_collective_hang,
     # Start-up failures the engines print (kernels.py, capacity.py, names.py, workers.py).
     rule_arch_unsupported,
-    rule_compile_failed,
+    rule_ptxas,
     rule_shared_memory,
     rule_helion_untuned,
     rule_kv_cache_short,
@@ -222,7 +227,9 @@ def diagnose(
     named = _most_precise([f for rule in RULES for f in rule(ctx)])
     failures = [f for f in named if f.severity == FAILURE]
     if failures:  # the earliest named cause leads: later ones follow from it
-        failures.sort(key=lambda f: first_time(f, ctx))
+        failures = sorted(
+            (in_time_order(f, ctx) for f in failures), key=lambda f: first_time(f, ctx)
+        )
         named = failures + [f for f in named if f.severity != FAILURE]
     if failures:  # an error explains why init never completed: not a cut-off log
         named = [f for f in named if f.severity != INCOMPLETE]

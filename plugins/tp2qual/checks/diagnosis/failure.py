@@ -7,7 +7,7 @@ its number and its rank. It never guesses a cause of another kind."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from tp2qual.checks.diagnosis.model import Context, Finding, Line
@@ -132,6 +132,17 @@ def rule_unrecognised(ctx: Context, failed: bool) -> list[Finding]:
             "low",
         )
     ]
+
+
+def in_time_order(f: Finding, ctx: Context) -> Finding:
+    """The finding with its evidence in the order it was printed in time (a log that joins each
+    rank's own file puts a later rank's earlier error further down)."""
+
+    def when(item: tuple[int, str]) -> tuple[datetime, int]:
+        line = ctx.lines[item[0] - 1] if 0 < item[0] <= len(ctx.lines) else None
+        return ((line.ts if line and line.ts else _NO_TIME), item[0])
+
+    return replace(f, evidence=tuple(sorted(f.evidence, key=when)))
 
 
 def first_time(f: Finding, ctx: Context) -> tuple[datetime, int]:

@@ -1,5 +1,5 @@
 """Rules for kernels the GPU cannot run: no kernel image for its compute capability (a torch,
-engine or attention library built without it), a Triton / ptxas / JIT compile that fails, a
+engine or attention library built without it), a Triton kernel ptxas cannot compile for it, a
 kernel asking for more shared memory per block than the GPU has, a kernel shipped without its
 tuned config for this GPU. Each quotes the engine's line; remedies skip what is already set."""
 
@@ -35,7 +35,8 @@ def _sm(ctx: Context) -> str | None:
 def rule_arch_unsupported(ctx: Context) -> list[Finding]:
     torch_arch = ctx.grep(_TORCH_ARCH)
     no_image = ctx.grep(_NO_IMAGE)
-    backend = ctx.grep(_BACKEND_ARCH)
+    # Engines warn and fall back when a backend refuses the GPU: only a raised error is a failure.
+    backend = [ln for ln in ctx.grep(_BACKEND_ARCH) if "Error" in ln.text]
     if not (torch_arch or no_image or backend):
         return []
     sm = _sm(ctx)
@@ -63,8 +64,8 @@ def rule_arch_unsupported(ctx: Context) -> list[Finding]:
         )
         remedy = (
             "use an engine build (image) compiled for this GPU's architecture (its"
-            " TORCH_CUDA_ARCH_LIST must include it, e.g. 12.0 for SM120); "
-            + _backend_remedy(ctx, "the attention backend")
+            " TORCH_CUDA_ARCH_LIST must include it, e.g. 12.0 for SM120); if the failing kernel"
+            " is attention: " + _backend_remedy(ctx, "that backend")
         )
     return [
         Finding(
@@ -90,7 +91,7 @@ def _backend_remedy(ctx: Context, name: str) -> str:
             " this GPU supports (triton or flashinfer on SM120), or an engine build for it"
         )
     return (
-        f"if {name} is an attention backend, choose one this GPU supports (vLLM"
+        f"instead of {name}, choose an attention backend this GPU supports (vLLM"
         " --attention-backend, SGLang --attention-backend triton)"
     )
 
@@ -99,60 +100,48 @@ _PTXAS = re.compile(
     r"PTXASError|ptxas\S* fatal|Value '(?P<sm>sm_\w+)' is not defined for option 'gpu-name'"
     r"|ptxas'?, .*returned non-zero exit status"
 )
-_COMPILE = re.compile(
-    r"triton\.compiler\.errors\.CompilationError|NoTritonConfigsError|BackendCompilerFailed"
-    r"|InductorError|nvcc fatal|ninja: build stopped|Error building extension"
-)
 
 
-def rule_compile_failed(ctx: Context) -> list[Finding]:
+def rule_ptxas(ctx: Context) -> list[Finding]:
     ptxas = ctx.grep(_PTXAS)
-    other = ctx.grep(_COMPILE)
-    if not (ptxas or other):
+    if not ptxas:
         return []
-    if ptxas:
-        sm = next((m["sm"] for ln in ptxas if (m := _PTXAS.search(ln.text)) and m["sm"]), None)
-        target = f" '{sm}'" if sm else " this GPU's architecture"
-        cause = f"ptxas could not compile a Triton kernel: the ptxas in use does not know{target}"
-        if "TRITON_PTXAS_PATH" in ctx.settings:
-            remedy = (
-                f"{ctx.source('TRITON_PTXAS_PATH')} is already set and that ptxas does not know"
-                f"{target} either: point it at a newer CUDA toolkit's ptxas (CUDA 12.8+ for"
-                " sm_120, 13 for sm_110/sm_121)"
-            )
-        else:
-            remedy = (
-                "point TRITON_PTXAS_PATH at a CUDA toolkit's ptxas that knows it (e.g."
-                " /usr/local/cuda/bin/ptxas), or use a Triton built for this GPU"
-            )
-        return [Finding("ptxas_compile", cause, evidence_of(ptxas + other), remedy, "high")]
+    sm = next((m["sm"] for ln in ptxas if (m := _PTXAS.search(ln.text)) and m["sm"]), None)
+    target = f" '{sm}'" if sm else " this GPU's architecture"
+    if "TRITON_PTXAS_PATH" in ctx.settings:
+        remedy = (
+            f"{ctx.source('TRITON_PTXAS_PATH')} is already set and that ptxas does not know"
+            f"{target} either: point it at a newer CUDA toolkit's ptxas (CUDA 12.8+ for"
+            " sm_120, 13 for sm_110/sm_121)"
+        )
+    else:
+        remedy = (
+            "point TRITON_PTXAS_PATH at a CUDA toolkit's ptxas that knows it (e.g."
+            " /usr/local/cuda/bin/ptxas), or use a Triton built for this GPU"
+        )
     return [
         Finding(
-            "jit_compile",
-            "a kernel failed to compile at start-up (Triton / torch.compile / an extension build)",
-            evidence_of(other),
-            _eager_remedy(ctx),
-            "medium",
+            "ptxas_compile",
+            f"ptxas could not compile a Triton kernel: the ptxas in use does not know{target}",
+            evidence_of(ptxas),
+            remedy,
+            "high",
         )
     ]
-
-
-def _eager_remedy(ctx: Context) -> str:
-    if ctx.arg("enforce_eager") in ("true", "True"):
-        return (
-            f"{ctx.arg_source('enforce_eager')} is already set, so the failing kernel is the"
-            " engine's own: use an engine build for this GPU or another backend for that op"
-        )
-    return (
-        "read the compiler's message above the error; to start without torch.compile and CUDA"
-        " graphs use vLLM --enforce-eager (SGLang compiles only with --enable-torch-compile)"
-    )
 
 
 _SMEM = re.compile(
     r"OutOfResources: out of resource: shared memory, Required: (?P<need>\d+),"
     r" Hardware limit: (?P<have>\d+)"
 )
+
+
+# Per-block limits the message prints, and the GPUs that have them (CUDA's per-arch tables).
+_SMEM_PARTS = {
+    101376: " (the limit of SM 8.6/8.9/12.x parts, RTX PRO 6000 Blackwell included)",
+    65536: " (the limit of SM 7.5 parts, Turing)",
+    232448: " (the limit of SM 9.0/10.0 parts, H100/H200/B200)",
+}
 
 
 def rule_shared_memory(ctx: Context) -> list[Finding]:
@@ -166,8 +155,8 @@ def rule_shared_memory(ctx: Context) -> list[Finding]:
         Finding(
             "shared_memory_per_block",
             f"a Triton kernel asked for {need:,} bytes of shared memory per block; this GPU"
-            f" allows {have:,} (101,376 is the limit of SM 8.6/8.9/12.x parts, RTX PRO 6000"
-            " included): its tile / stage config was tuned for a GPU with more",
+            f" allows {have:,}{_SMEM_PARTS.get(have, '')}: its tile / stage config was tuned"
+            " for a GPU with more",
             evidence_of(hits),
             "use an engine build whose config for this kernel fits this GPU (fewer num_stages or"
             " smaller blocks on this architecture), or another backend for that op (MoE runner,"

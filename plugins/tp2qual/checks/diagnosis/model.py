@@ -133,7 +133,9 @@ _SETTING = re.compile(
     r"|CUDA_LAUNCH_BLOCKING|TORCH_CUDA_ARCH_LIST)=(?P<value>[^\s'\"`;)]+)"
 )
 _ACK = re.compile(r"\b(?P<key>NCCL_[A-Z0-9_]+) set by environment to (?P<value>\S+?)\.?\s*$")
-_ADVICE = re.compile(r"try setting|to silence|you can (?:either )?(?:set|increase)", re.I)
+_ADVICE = re.compile(
+    r"try setting|to silence|you can (?:either )?(?:set|increase)|consider passing", re.I
+)
 _IPC_HOST = re.compile(r"--ipc[= ]host\b")
 _SHM_SIZE = re.compile(r"--shm-size[= ](?P<v>\S+)")
 _GPUS = re.compile(r"--gpus[= ](?P<v>\S+)")

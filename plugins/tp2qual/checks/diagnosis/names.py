@@ -109,11 +109,12 @@ def rule_unknown_parser(ctx: Context) -> list[Finding]:
             continue
         m = pattern.search(hits[0].text)
         name = (m["name"] or m["choice"]) if m else "?"
-        kind = key.replace("_", " ").replace("call ", "call ")
+        kind = key.replace("_", " ")
+        said = f" (the candidate's {ctx.arg_source(key)})" if ctx.arg(key) else ""
         found.append(
             Finding(
                 f"unknown_{key}",
-                f"the engine has no {kind} named {name!r}{_version(ctx)}",
+                f"the engine has no {kind} named {name!r}{said}{_version(ctx)}",
                 evidence_of(hits),
                 f"use a {kind} this version lists (the line quotes its choices), or the engine"
                 " version the candidate's recipe names",

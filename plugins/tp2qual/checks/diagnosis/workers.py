@@ -157,7 +157,9 @@ def rule_illegal_access(ctx: Context) -> list[Finding]:
     hits = ctx.grep(_ILLEGAL)
     if not hits:
         return []
-    offload = ctx.grep(_OFFLOAD)
+    offload = ctx.grep(_OFFLOAD) or (
+        [hits[0]] if ctx.arg("kv_offloading_size") not in (None, "0") else []
+    )
     blocking = is_set(ctx, "CUDA_LAUNCH_BLOCKING", "1")
     attribute = (
         f"{ctx.source('CUDA_LAUNCH_BLOCKING')} is already set, so the frame above is the"
@@ -166,12 +168,13 @@ def rule_illegal_access(ctx: Context) -> list[Finding]:
         else "rerun with CUDA_LAUNCH_BLOCKING=1 to name the faulting call (CUDA reports it late)"
     )
     if offload:
+        on = f" ({ctx.arg_source('kv_offloading_size')})" if ctx.arg("kv_offloading_size") else ""
         return [
             Finding(
                 "illegal_access_kv_offload",
-                "a CUDA illegal memory access with native CPU KV offload on: its process-shared"
-                " /dev/shm mmap registered as pinned host memory faulted under WSL2 (the user's"
-                " 2026-08-02 record)",
+                f"a CUDA illegal memory access with native CPU KV offload on{on}: its"
+                " process-shared /dev/shm mmap, registered as pinned host memory, faulted under"
+                " WSL2 (the user's 2026-08-02 record)",
                 evidence_of(sorted({*offload[:1], *hits}, key=lambda ln: ln.no)),
                 "run without native KV offload, or with an engine build that skips pinning the"
                 f" shared offload mmap on WSL2; {attribute}",
