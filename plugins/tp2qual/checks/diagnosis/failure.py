@@ -31,7 +31,7 @@ _ERROR_LEVEL = re.compile(r"(?<![\w=])ERROR(?![\w=])|\bE\d{4} \d\d:\d\d:\d\d|hit
 # What a TP start-up prints after the first failure: wrappers that point back at it, workers
 # torn down by the one that failed, the front end noticing. Never the lead while a primary exists.
 _SECONDARY = re.compile(
-    r"Engine core initialization failed|EngineCore failed to start|Worker proc \S* ?died"
+    r"Engine core initialization failed|EngineCore failed to start|Worker proc .{0,40}?died"
     r"|WorkerProc (?:failed to start|hit an exception)|Error raised in subprocess"
     r"|returned non-zero exit status|check the stack trace above|See root cause above"
     r"|Received sigquit from a child|Dumping requests before crash|DistBackendError|TCPStore"

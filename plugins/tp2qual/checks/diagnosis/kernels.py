@@ -97,16 +97,19 @@ def _backend_remedy(ctx: Context, name: str) -> str:
 
 
 _PTXAS = re.compile(
-    r"PTXASError|ptxas\S* fatal|Value '(?P<sm>sm_\w+)' is not defined for option 'gpu-name'"
+    r"PTXASError|ptxas\S* fatal|is not defined for option 'gpu-name'"
     r"|ptxas'?, .*returned non-zero exit status"
 )
+
+
+_GPU_NAME = re.compile(r"(?:Value '|--gpu-name=)(?P<sm>sm_\w+)")
 
 
 def rule_ptxas(ctx: Context) -> list[Finding]:
     ptxas = ctx.grep(_PTXAS)
     if not ptxas:
         return []
-    sm = next((m["sm"] for ln in ptxas if (m := _PTXAS.search(ln.text)) and m["sm"]), None)
+    sm = next((m["sm"] for ln in ctx.lines if (m := _GPU_NAME.search(ln.text))), None)
     target = f" '{sm}'" if sm else " this GPU's architecture"
     if "TRITON_PTXAS_PATH" in ctx.settings:
         remedy = (
