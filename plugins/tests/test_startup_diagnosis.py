@@ -37,6 +37,26 @@ STARTUPS = {
         "p2p_failure",
         "NCCL_P2P_DISABLE=1",
     ),
+    "kv-short": (
+        "replay_exit",
+        "startup/vllm-10517-max-seq-len-kv.log",
+        "kv_cache_short",
+        "set --max-model-len to at most 23,648",
+    ),
+    # No rule names the cause: the finding says so, with the earliest error (never "ok").
+    "not-recognised": (
+        "replay_exit",
+        "startup/gpustack-2097-engine-core-cut.log",
+        "unrecognised_failure",
+        "the first error in time",
+    ),
+    # A start that exits with nothing an error in its log is still a failed start.
+    "quiet-exit": (
+        "replay_exit",
+        "vllm-4383-shm-success-custom-ar.log",
+        "unrecognised_failure",
+        "the launcher's own output",
+    ),
 }
 
 

@@ -40,7 +40,7 @@ from tp2qual.artifacts.layout import FINDING
 from tp2qual.candidate import GATES, Candidate
 from tp2qual.evidence.reference import find_reference, prompt_set_sha256
 from tp2qual.evidence.run import RunState
-from tp2qual.exceptions import QualError, ServerError
+from tp2qual.exceptions import QualError, ServerError, StartupExited
 from tp2qual.hooks.candidates import run_key
 from tp2qual.run_order import run_order
 from tp2qual.serving.diagnose import diagnose_log
@@ -295,7 +295,7 @@ def _note(
             result.outcome = FAILED
             result.reason = _one_line_cause(report)
             result.excerpt = _excerpt(record)
-            result.diagnosis = _diagnosis(record, test)
+            result.diagnosis = _diagnosis(record, test, call.excinfo)
     elif report.failed:
         _outcome(result, test, "error")
         if result.outcome not in (FAILED, ERROR):  # a proven failure, or the first error, stays
@@ -335,11 +335,17 @@ def _skip_reason(report: pytest.TestReport) -> str:
     return text.removeprefix("Skipped: ")
 
 
-def _diagnosis(record: CandidateRecord, test: str) -> dict[str, Any] | None:
+def _diagnosis(
+    record: CandidateRecord, test: str, excinfo: pytest.ExceptionInfo[BaseException] | None
+) -> dict[str, Any] | None:
     """Cause and remedy from the log the failure left: the NCCL probe's for the probe test,
-    else the server's (start-up, crash, or whatever it said while a gate failed)."""
+    else the server's (start-up, crash, or whatever it said while a gate failed). A server that
+    exited before it was ready failed to start, whatever its log says."""
     log = "nccl_probe.log" if test == "test_probe_all_reduce" else "server.log"
-    found = diagnose_log(record.evidence.root / log, record.candidate, record.identity)
+    exited = excinfo is not None and excinfo.errisinstance(StartupExited)
+    found = diagnose_log(
+        record.evidence.root / log, record.candidate, record.identity, exited=exited
+    )
     return found.as_dict() | {"log": log} if found else None
 
 

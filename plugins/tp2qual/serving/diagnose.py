@@ -17,7 +17,8 @@ __all__ = ["diagnose_log", "serving_host", "settings_in_force"]
 
 
 def settings_in_force(candidate: Candidate, identity: dict[str, Any]) -> dict[str, Any]:
-    """``diagnose`` keyword arguments: env, container (None for a local process), host, tp.
+    """``diagnose`` keyword arguments: env, container (None for a local process), host, tp, and
+    the engine's command line (its flags: a remedy never asks for one already given).
     (``serving_host``: the facts of the machine that served, ``checks.nccl_gate``.)"""
     container = None
     if candidate.launcher_kind == "docker":
@@ -30,15 +31,20 @@ def settings_in_force(candidate: Candidate, identity: dict[str, Any]) -> dict[st
         "env": candidate.env(),
         "container": container,
         "host": host_settings(identity),
+        "command": candidate.command,
     }
 
 
-def diagnose_log(path: Path, candidate: Candidate, identity: dict[str, Any]) -> Diagnosis | None:
-    """The diagnosis of ``path`` when it names something; None for a missing or silent log."""
+def diagnose_log(
+    path: Path, candidate: Candidate, identity: dict[str, Any], *, exited: bool = False
+) -> Diagnosis | None:
+    """The diagnosis of ``path`` when it names something; None for a missing or silent log.
+    ``exited``: the server process exited before it was ready, so the start failed whatever the
+    log says (a failure no rule names is then "cause not recognised", never "ok")."""
     if not path.is_file():
         return None
     # The sink flushes every line, so the file's age is how long the log has been silent.
     quiet_s = time.time() - path.stat().st_mtime
     text = path.read_text(errors="replace")
-    found = diagnose(text, quiet_s=quiet_s, **settings_in_force(candidate, identity))
+    found = diagnose(text, quiet_s=quiet_s, failed=exited, **settings_in_force(candidate, identity))
     return found if found.failures or found.verdict != "ok" else None
