@@ -56,6 +56,8 @@ CAUSES: dict[str, tuple[str, str]] = {
     "anvil-inkling-sm120-helion-config.log": ("helion_config_missing", "silu_and_mul"),
     "anvil-deepseek-r16-kv-offload-illegal-access.log": ("illegal_memory_access", "illegal"),
     "h200/illegal-access.log": ("illegal_memory_access", "illegal"),
+    "llamacpp/bad-gguf.log": ("model_file_corrupt", "not a readable GGUF"),
+    "llamacpp/trunc-gguf.log": ("model_file_corrupt", "not a readable GGUF"),
 }
 
 # Logs whose thread never established the cause (or whose excerpt stops before it): the engine

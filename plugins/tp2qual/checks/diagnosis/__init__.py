@@ -68,6 +68,7 @@ from tp2qual.checks.diagnosis.model import (
 from tp2qual.checks.diagnosis.names import (
     rule_gpu_uuid_index,
     rule_missing_dependency,
+    rule_model_file_corrupt,
     rule_tp_indivisible,
     rule_unknown_architecture,
     rule_unknown_parser,
@@ -140,6 +141,7 @@ RULES: tuple[Rule, ...] = (
     rule_tp_indivisible,
     rule_gpu_uuid_index,
     rule_weights_missing,
+    rule_model_file_corrupt,
     rule_missing_dependency,
     rule_fork_after_cuda,
     rule_shm_sigbus,

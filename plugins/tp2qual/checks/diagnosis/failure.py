@@ -24,7 +24,7 @@ _FATAL = re.compile(
     r"Fatal Python error: |\*\*\* SIG[A-Z]+ received|terminate called after throwing"
     r"|Segmentation fault|core dumped|\bCUDA (?:driver )?error: |: error: (?:argument|unrecognized)"
     r"|\bValue error, |crashed with exit code -?\d+|exit(?:ed)? (?:with )?(?:code|status) -?[1-9]"
-    r"|returned non-zero exit status|\bKilled\b\s+\S*(?:python|vllm|sglang)"
+    r"|returned non-zero exit status|\bKilled\b\s+\S*(?:python|vllm|sglang)|error loading model"
 )
 # The engine's ERROR level (vLLM, SGLang, Python logging, glog's E0303 12:00:00).
 _ERROR_LEVEL = re.compile(r"(?<![\w=])ERROR(?![\w=])|\bE\d{4} \d\d:\d\d:\d\d|hit an exception")

@@ -1,7 +1,8 @@
 """Rules for what the engine was asked to load and does not know or cannot split: an unknown
 quantization method, model architecture, tool-call or reasoning parser (with the engine version
 that printed it), shapes not divisible by the TP size, GPUs named by UUID where an index is read,
-a model snapshot missing its files, a missing Python dependency of a quantization path."""
+a model snapshot missing its files or a GGUF file that does not parse, a missing Python
+dependency of a quantization path."""
 
 from __future__ import annotations
 
@@ -231,6 +232,31 @@ def rule_missing_dependency(ctx: Context) -> list[Finding]:
             evidence_of(hits),
             f"use an image that includes {m['pkg']} (a pinned derived image, recorded with its"
             " digest), not an install into the running container",
+            "high",
+        )
+    ]
+
+
+# llama.cpp's GGUF reader: what it says before "error loading model" about the file itself.
+_GGUF_BAD = re.compile(
+    r"gguf_init_from_\w+: (?:invalid magic characters|failed to read|number of tensors .* but"
+    r" must be|tensor .* data is not within the file bounds|invalid \w+)"
+)
+
+
+def rule_model_file_corrupt(ctx: Context) -> list[Finding]:
+    hits = ctx.grep(_GGUF_BAD)
+    if not hits:
+        return []
+    return [
+        Finding(
+            "model_file_corrupt",
+            "the model file is not a readable GGUF (bad magic, a header that does not parse, or"
+            " tensor data past the end of the file: a corrupt or partial download, or another"
+            " format)",
+            evidence_of(hits),
+            "download the file again and check its sha256 against the pinned one; check the"
+            " path names the .gguf itself (not a folder or a safetensors checkpoint)",
             "high",
         )
     ]
