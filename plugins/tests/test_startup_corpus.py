@@ -56,6 +56,8 @@ CAUSES: dict[str, tuple[str, str]] = {
     "anvil-inkling-sm120-helion-config.log": ("helion_config_missing", "silu_and_mul"),
     "anvil-deepseek-r16-kv-offload-illegal-access.log": ("illegal_memory_access", "illegal"),
     "h200/illegal-access.log": ("illegal_memory_access", "illegal"),
+    "trtllm-7818-weights-oom-rank7.log": ("oom_weights", "40.62 MiB free of 22.07 GiB"),
+    "vllm-2140-torch-oom.log": ("oom", "ran out of memory"),
     "llamacpp/bad-gguf.log": ("model_file_corrupt", "not a readable GGUF"),
     "llamacpp/trunc-gguf.log": ("model_file_corrupt", "not a readable GGUF"),
 }

@@ -201,6 +201,8 @@ def rule_oom(ctx: Context) -> list[Finding]:
             )
         ]
     tp = f" at TP {ctx.tp}" if ctx.tp else ""
+    if ctx.grep(_LOADING):
+        return [_weights_oom(ctx, hits, tp)]
     return [
         Finding(
             "oom",
@@ -212,6 +214,40 @@ def rule_oom(ctx: Context) -> list[Finding]:
             "medium",
         )
     ]
+
+
+# The engine was loading the weights when memory ran out (vLLM, SGLang, TensorRT-LLM).
+_LOADING = re.compile(
+    r"load_model|Loading weights|load_weights|load_single_module|Loading safetensors"
+    r"|Starting to load model"
+)
+_FIGURES = re.compile(
+    r"Tried to allocate (?P<ask>[\d.]+ [KMG]iB)\. GPU \d+ has a total capacit?y of"
+    r" (?P<total>[\d.]+ [KMG]iB) of which (?P<free>[\d.]+ [KMG]iB) is free"
+)
+_OTHERS = re.compile(r"Process \d+ has [\d.]+ [KMG]iB memory in use")
+
+
+def _weights_oom(ctx: Context, hits: list, tp: str) -> Finding:
+    m = next((f for h in hits if (f := _FIGURES.search(h.text))), None)
+    figures = (
+        f": it asked {m['ask']} with {m['free']} free of {m['total']}" if m is not None else ""
+    )
+    others = any(_OTHERS.search(h.text) for h in hits)
+    more = f" than TP {ctx.tp}" if ctx.tp else ""
+    return Finding(
+        "oom_weights",
+        f"the weights did not fit in GPU memory{tp} while the model loaded{figures}",
+        evidence_of(hits),
+        (
+            "other processes hold memory on this GPU (the error lists them): stop them, then "
+            if others
+            else "check no other process holds GPU memory (nvidia-smi); if none does, "
+        )
+        + f"the model needs more GPUs{more}, a smaller quantization, or a lower memory share"
+        " for other pools",
+        "high" if m is not None else "medium",
+    )
 
 
 # Patterns whose every line a named failure explains (all ranks' copies, not only its evidence).
