@@ -9,10 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from tp2qual.candidate import load_candidate
 from tp2qual.checks.diagnosis import context, diagnose
 from tp2qual.checks.diagnosis.failure import earliest, error_lines
+from tp2qual.serving.diagnose import diagnose_log
 
 STARTUP = Path(__file__).parent / "data" / "diagnosis" / "startup"
+CANDIDATES = Path(__file__).resolve().parents[2] / "candidates"
 
 # file -> (first failure rule, text the cause must carry)
 CAUSES: dict[str, tuple[str, str]] = {
@@ -257,3 +260,18 @@ def test_kv_offload_on_the_command_names_the_offload_access():
     first = diagnose(text, command=["--kv-offloading-size", "8"]).failures[0]
     assert first.rule == "illegal_access_kv_offload"
     assert "--kv-offloading-size 8 (command line)" in first.cause
+
+
+def test_a_server_that_failed_carries_the_verdict_a_serving_one_only_named_causes(tmp_path):
+    """The finding's path (serving/diagnose.py): a server that did not start or stay up is
+    "failed, cause not recognised" when no rule names it; a gate failing on a serving server
+    keeps only named causes (its log's own errors are no verdict on the start)."""
+    candidate = load_candidate(CANDIDATES / "smollm2-135m-local.toml")
+    log = tmp_path / "server.log"
+    log.write_text((STARTUP / "gpustack-2097-engine-core-cut.log").read_text())
+    assert diagnose_log(log, candidate, {}) is None
+    failed = diagnose_log(log, candidate, {}, server_failed=True)
+    assert failed is not None and failed.headline() == "failed, cause not recognised"
+    log.write_text((STARTUP / "vllm-10517-max-seq-len-kv.log").read_text())
+    named = diagnose_log(log, candidate, {})
+    assert named is not None and named.failures[0].rule == "kv_cache_short"

@@ -40,7 +40,7 @@ from tp2qual.artifacts.layout import FINDING
 from tp2qual.candidate import GATES, Candidate
 from tp2qual.evidence.reference import find_reference, prompt_set_sha256
 from tp2qual.evidence.run import RunState
-from tp2qual.exceptions import QualError, ServerError, StartupExited
+from tp2qual.exceptions import QualError, ServerError
 from tp2qual.hooks.candidates import run_key
 from tp2qual.run_order import run_order
 from tp2qual.serving.diagnose import diagnose_log
@@ -340,11 +340,11 @@ def _diagnosis(
 ) -> dict[str, Any] | None:
     """Cause and remedy from the log the failure left: the NCCL probe's for the probe test,
     else the server's (start-up, crash, or whatever it said while a gate failed). A server that
-    exited before it was ready failed to start, whatever its log says."""
+    did not start or did not stay up failed, whatever its log says."""
     log = "nccl_probe.log" if test == "test_probe_all_reduce" else "server.log"
-    exited = excinfo is not None and excinfo.errisinstance(StartupExited)
+    server_failed = excinfo is not None and excinfo.errisinstance(ServerError)
     found = diagnose_log(
-        record.evidence.root / log, record.candidate, record.identity, exited=exited
+        record.evidence.root / log, record.candidate, record.identity, server_failed=server_failed
     )
     return found.as_dict() | {"log": log} if found else None
 
