@@ -63,6 +63,7 @@ CAUSES: dict[str, tuple[str, str]] = {
     "vllm-2140-torch-oom.log": ("oom", "ran out of memory"),
     "vllm-cpu/reasoning.log": ("unknown_reasoning_parser", "'bogus_reasoner'"),
     "vllm-cpu/tool.log": ("unknown_tool_call_parser", "engine version 0.32.0"),
+    "vllm-cpu/kv-budget.log": ("oom_kv_cache", "no GPU memory was left for the KV cache"),
     "vllm-cpu/tp2-heads.log": ("tp_indivisible", "heads (9) does not split evenly across TP 2"),
     "llamacpp/bad-gguf.log": ("model_file_corrupt", "not a readable GGUF"),
     "llamacpp/trunc-gguf.log": ("model_file_corrupt", "not a readable GGUF"),
@@ -245,6 +246,9 @@ def test_remedy_never_asks_for_what_is_already_set(name):
 
 
 def test_settings_the_log_states_reach_the_remedy_and_cause():
+    budget = diagnose((STARTUP / "vllm-cpu" / "kv-budget.log").read_text()).failures[0]
+    assert "(--kv-cache-memory-bytes 1000000 (log line 12)) and holds no block" in budget.remedy
+    assert "--gpu-memory-utilization" not in budget.remedy  # the budget, not the share, decides
     weights = diagnose((STARTUP / "vllm-3329-no-weights.log").read_text()).failures[0]
     assert "--load-format safe-tensors (log line 1)" in weights.remedy
     uuid_log = (STARTUP / "anvil-qwen35-gpu-uuid-attempt1.log").read_text()
@@ -275,3 +279,18 @@ def test_a_server_that_failed_carries_the_verdict_a_serving_one_only_named_cause
     log.write_text((STARTUP / "vllm-10517-max-seq-len-kv.log").read_text())
     named = diagnose_log(log, candidate, {})
     assert named is not None and named.failures[0].rule == "kv_cache_short"
+
+
+def test_a_worker_killed_before_any_error_is_named_dead_not_the_cascade():
+    """The suite's own vLLM 0.32.0 CPU TP2 capture (data/vllm-cpu-tp2/README.md): rank 1's
+    worker SIGKILLed; the engine's 'died unexpectedly' line leads, not the RuntimeError it
+    raised afterwards, and the same log without it would still lead with the death."""
+    text = (STARTUP.parent.parent / "vllm-cpu-tp2" / "worker-killed.log").read_text()
+    first = diagnose(text, tp=2).failures[0]
+    assert first.rule == "worker_died" and "VllmWorker-1" in first.cause
+    no, said = first.evidence[0]
+    assert "Worker proc VllmWorker-1 died unexpectedly" in said
+    lead, _ = earliest(error_lines(context(text)))
+    assert lead is not None and lead.line.no == no
+    fork = (STARTUP / "h200" / "fork-after-cuda-2rank.log").read_text()
+    assert "worker_died" not in {f.rule for f in diagnose(fork).failures}  # the cascade there

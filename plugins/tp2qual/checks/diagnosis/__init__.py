@@ -94,6 +94,7 @@ from tp2qual.checks.diagnosis.workers import (
     rule_shm_sigbus,
     rule_stale_shm_mapping,
     rule_symm_mem_sigfpe,
+    rule_worker_died,
 )
 
 __all__ = [
@@ -149,6 +150,7 @@ RULES: tuple[Rule, ...] = (
     rule_custom_allreduce_peer,
     rule_symm_mem_sigfpe,
     rule_illegal_access,
+    rule_worker_died,
 )
 
 # A rule that names the fault more precisely replaces the vaguer ones the same lines trigger.

@@ -28,6 +28,7 @@ _FATAL = re.compile(
 )
 # The engine's ERROR level (vLLM, SGLang, Python logging, glog's E0303 12:00:00).
 _ERROR_LEVEL = re.compile(r"(?<![\w=])ERROR(?![\w=])|\bE\d{4} \d\d:\d\d:\d\d|hit an exception")
+_QUIET_LEVEL = re.compile(r"(?<![\w=])(?:WARNING|INFO|DEBUG)(?![\w=])")
 # What a TP start-up prints after the first failure: wrappers that point back at it, workers
 # torn down by the one that failed, the front end noticing. Never the lead while a primary exists.
 _SECONDARY = re.compile(
@@ -39,6 +40,7 @@ _SECONDARY = re.compile(
     r"|Traceback \(most recent call last\)|During handling of the above exception"
     r"|The above exception was the direct cause"
 )
+_DEATH = re.compile(r"Worker proc .{0,40}?died|crashed with exit code|died unexpectedly")
 # Lines of a traceback body an engine re-prints under its ERROR prefix: never a lead.
 _FRAME = re.compile(r"\]\s{2,}\S|\]\s*\^+\s*$|\]\s*File \"|^\s+(?:File \"|\^+\s*$)")
 _RANKS: tuple[tuple[re.Pattern[str], str], ...] = (
@@ -57,8 +59,16 @@ class ErrorLine:
     rank: str | None
     primary: bool  # an exception, fatal signal or CUDA error that is not part of the cascade
 
+    def when(self) -> tuple[datetime, int]:
+        return when(self.line)
+
     def where(self) -> str:
         return f"line {self.line.no}" + (f" ({self.rank})" if self.rank else "")
+
+
+def when(line: Line) -> tuple[datetime, int]:
+    """Time order: the line's time stamp (own or inherited), then its place in the log."""
+    return (line.ts or _NO_TIME, line.no)
 
 
 def rank_of(text: str) -> str | None:
@@ -74,14 +84,17 @@ def error_lines(ctx: Context) -> list[ErrorLine]:
     out = []
     for ln in ctx.lines:
         text = ln.text
+        level = _ERROR_LEVEL.search(text)
+        if not level and _QUIET_LEVEL.search(text):
+            continue  # a warning that names an exception ("… like `OSError: …`") is no error
         strong = bool(_EXCEPTION.search(text) or _FATAL.search(text))
-        if not strong and not _ERROR_LEVEL.search(text) and "Traceback (most recent" not in text:
+        if not strong and not level and "Traceback (most recent" not in text:
             continue
         if _FRAME.search(text):
             continue
         primary = strong and not _SECONDARY.search(text)
         out.append(ErrorLine(ln, rank_of(text), primary))
-    return sorted(out, key=lambda e: (e.line.ts or _NO_TIME, e.line.no))
+    return sorted(out, key=ErrorLine.when)
 
 
 def earliest(errors: list[ErrorLine]) -> tuple[ErrorLine | None, list[ErrorLine]]:
@@ -91,11 +104,15 @@ def earliest(errors: list[ErrorLine]) -> tuple[ErrorLine | None, list[ErrorLine]
         return None, []
     primaries = [e for e in errors if e.primary]
     lead = (primaries or errors)[0]
+    # A death no error preceded is itself the first event (a worker killed from outside).
+    death = next((e for e in errors if _DEATH.search(e.line.text)), None)
+    if death is not None and death.when() < lead.when():
+        lead = death
     firsts: dict[str | None, ErrorLine] = {}
     for e in primaries + [e for e in errors if not e.primary]:
         firsts.setdefault(e.rank, e)
     others = [e for rank, e in firsts.items() if rank != lead.rank]
-    return lead, sorted(others, key=lambda e: (e.line.ts or _NO_TIME, e.line.no))
+    return lead, sorted(others, key=ErrorLine.when)
 
 
 def rule_unrecognised(ctx: Context, failed: bool) -> list[Finding]:

@@ -97,8 +97,20 @@ def _stall_after(ctx: Context, line: Line) -> float | None:
     return (last - line.ts).total_seconds()
 
 
+# vLLM's wait on its workers, logged for a slow step too (the first step on the CPU compiles).
+_WAIT_ONLY = re.compile(r"No available shared memory broadcast block")
+_WORKER_SAID = re.compile(r"^\((?:Worker|VllmWorker)\S* (?:rank=\d+ )?pid=\d+\)")
+
+
+def _went_on(ctx: Context, wait: Line) -> bool:
+    """A worker spoke after the wait: the step it waited on finished, so it was slow, not hung."""
+    return any(_WORKER_SAID.search(ln.text) for ln in ctx.lines[wait.no :])
+
+
 def rule_collective_hang(ctx: Context) -> list[Finding]:
-    watchdog = ctx.grep(_WATCHDOG)
+    watchdog = [
+        ln for ln in ctx.grep(_WATCHDOG) if not (_WAIT_ONLY.search(ln.text) and _went_on(ctx, ln))
+    ]
     if watchdog:
         return [_collective_finding(ctx, watchdog, "the engine's watchdog reports it", "high")]
     issued = [ln for ln in ctx.lines if _COLL.search(ln.text)]

@@ -193,10 +193,7 @@ def rule_oom(ctx: Context) -> list[Finding]:
                 "oom_kv_cache",
                 "no GPU memory was left for the KV cache after the weights loaded",
                 evidence_of(kv),
-                "check no other process holds GPU memory (nvidia-smi), then give the engine more"
-                " (--gpu-memory-utilization in vLLM, --mem-fraction-static in SGLang) or need"
-                " less (lower --max-model-len / concurrent sequences, or a KV cache dtype of"
-                " fewer bytes)",
+                _kv_budget_remedy(ctx),
                 "high",
             )
         ]
@@ -214,6 +211,25 @@ def rule_oom(ctx: Context) -> list[Finding]:
             "medium",
         )
     ]
+
+
+def _kv_budget_remedy(ctx: Context) -> str:
+    if ctx.arg("kv_cache_memory_bytes"):
+        return (
+            f"the KV budget is set explicitly ({ctx.arg_source('kv_cache_memory_bytes')}) and"
+            " holds no block: raise it, or drop it and let the memory share decide"
+        )
+    share = next((k for k in ("gpu_memory_utilization", "mem_fraction_static") if ctx.arg(k)), "")
+    give = (
+        f"raise {ctx.arg_source(share)}"
+        if share
+        else "give the engine more (--gpu-memory-utilization in vLLM, --mem-fraction-static in"
+        " SGLang)"
+    )
+    return (
+        f"check no other process holds GPU memory (nvidia-smi), then {give} or need less (lower"
+        " --max-model-len / concurrent sequences, or a KV cache dtype of fewer bytes)"
+    )
 
 
 # The engine was loading the weights when memory ran out (vLLM, SGLang, TensorRT-LLM).

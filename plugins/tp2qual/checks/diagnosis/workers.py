@@ -1,14 +1,17 @@
 """Rules for the engine's worker processes and what they share: CUDA initialised before a fork,
 a worker killed by SIGBUS on a small /dev/shm, a stale /dev/shm mapping from an earlier run, a
 custom all-reduce between GPUs without peer access, the symmetric-memory rendezvous that dies
-with SIGFPE under WSL2, an illegal memory access (native KV offload's pinned mmap under WSL2)."""
+with SIGFPE under WSL2, an illegal memory access (native KV offload's pinned mmap under WSL2),
+a worker that died before any error of its own."""
 
 from __future__ import annotations
 
 import re
 
+from tp2qual.checks.diagnosis.failure import error_lines, when
 from tp2qual.checks.diagnosis.memory import shm_remedy
 from tp2qual.checks.diagnosis.model import Context, Finding, evidence_of, is_set
+from tp2qual.engines import any_engine_line
 
 _FORK = re.compile(r"Cannot re-initialize CUDA in forked subprocess")
 
@@ -189,5 +192,35 @@ def rule_illegal_access(ctx: Context) -> list[Finding]:
             evidence_of(hits),
             attribute,
             "low",
+        )
+    ]
+
+
+_DIED = any_engine_line("worker_died")  # the engine's own "Worker proc X died unexpectedly"
+
+
+def rule_worker_died(ctx: Context) -> list[Finding]:
+    """A worker the engine saw die before any error of its own: it was killed from outside or
+    died in native code, so its log says nothing more (after another error it is the cascade)."""
+    deaths = [ln for ln in ctx.lines if _DIED.search(ln.text)]
+    if not deaths:
+        return []
+    first = deaths[0]
+    if any(e.primary and e.when() < when(first) for e in error_lines(ctx)):
+        return []
+    m = _DIED.search(first.text)
+    proc = m["proc"] if m else "a worker"
+    code = (m["code"] or "").strip() if m else ""
+    how = f"exit code {code}" if code and code != "None" else "no exit code logged"
+    return [
+        Finding(
+            "worker_died",
+            f"worker {proc} died ({how}) before printing an error of its own: it was killed"
+            " from outside (the kernel's OOM killer, a kill) or died in native code",
+            evidence_of([first]),
+            "read the host's kernel log (dmesg / journalctl -k: 'Out of memory: Killed"
+            " process') and the container's memory limit; host RAM must also hold what the"
+            " workers stage while loading",
+            "medium",
         )
     ]
