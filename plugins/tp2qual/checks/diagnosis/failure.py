@@ -154,18 +154,13 @@ def rule_unrecognised(ctx: Context, failed: bool) -> list[Finding]:
 def in_time_order(f: Finding, ctx: Context) -> Finding:
     """The finding with its evidence in the order it was printed in time (a log that joins each
     rank's own file puts a later rank's earlier error further down)."""
-
-    def when(item: tuple[int, str]) -> tuple[datetime, int]:
-        line = ctx.lines[item[0] - 1] if 0 < item[0] <= len(ctx.lines) else None
-        return ((line.ts if line and line.ts else _NO_TIME), item[0])
-
-    return replace(f, evidence=tuple(sorted(f.evidence, key=when)))
+    return replace(f, evidence=tuple(sorted(f.evidence, key=lambda e: _printed(ctx, e[0]))))
 
 
 def first_time(f: Finding, ctx: Context) -> tuple[datetime, int]:
     """When a finding's first evidence line was printed: named failures lead in time order."""
-    if not f.evidence:
-        return (datetime.max, 0)
-    no = min(n for n, _ in f.evidence)
-    line = ctx.lines[no - 1] if 0 < no <= len(ctx.lines) else None
-    return ((line.ts if line and line.ts else _NO_TIME), no)
+    return min((_printed(ctx, no) for no, _ in f.evidence), default=(datetime.max, 0))
+
+
+def _printed(ctx: Context, no: int) -> tuple[datetime, int]:
+    return when(ctx.lines[no - 1]) if 0 < no <= len(ctx.lines) else (_NO_TIME, no)
