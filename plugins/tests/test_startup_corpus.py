@@ -259,6 +259,15 @@ def test_settings_the_log_states_reach_the_remedy_and_cause():
     assert "divides 12 (1, 2, 4)" in heads.failures[0].remedy
 
 
+def test_out_of_memory_remedies_count_from_the_tp_in_force():
+    for name, rule in (("trtllm-7818-weights-oom-rank7.log", "oom_weights"),
+                       ("vllm-2140-torch-oom.log", "oom")):  # fmt: skip
+        text = (STARTUP / name).read_text()
+        at_tp2 = diagnose(text, tp=2).failures[0]
+        assert at_tp2.rule == rule and "more GPUs than TP 2" in at_tp2.remedy
+        assert "than TP" not in diagnose(text).failures[0].remedy
+
+
 def test_kv_offload_on_the_command_names_the_offload_access():
     text = (STARTUP / "anvil-deepseek-r16-kv-offload-illegal-access.log").read_text()
     first = diagnose(text, command=["--kv-offloading-size", "8"]).failures[0]

@@ -200,14 +200,14 @@ def rule_oom(ctx: Context) -> list[Finding]:
     tp = f" at TP {ctx.tp}" if ctx.tp else ""
     if ctx.grep(_LOADING):
         return [_weights_oom(ctx, hits, tp)]
+    more = f"more GPUs than TP {ctx.tp}" if ctx.tp else "more GPUs (tensor parallel)"
     return [
         Finding(
             "oom",
             f"the GPU ran out of memory{tp} while loading or running the model",
             evidence_of(hits),
             "check no other process holds GPU memory (nvidia-smi); if none does, the model"
-            " does not fit: more GPUs (tensor parallel), a smaller quantization, or a smaller"
-            " context / batch",
+            f" does not fit: {more}, a smaller quantization, or a smaller context / batch",
             "medium",
         )
     ]
