@@ -63,7 +63,7 @@ CAUSES: dict[str, tuple[str, str]] = {
     "vllm-2140-torch-oom.log": ("oom", "ran out of memory"),
     "vllm-cpu/reasoning.log": ("unknown_reasoning_parser", "'bogus_reasoner'"),
     "vllm-cpu/tool.log": ("unknown_tool_call_parser", "engine version 0.32.0"),
-    "vllm-cpu/kv-budget.log": ("oom_kv_cache", "no GPU memory was left for the KV cache"),
+    "vllm-cpu/kv-budget.log": ("oom_kv_cache", "printed: Explicitly set (0.0/23.54) GiB"),
     "vllm-cpu/tp2-heads.log": ("tp_indivisible", "heads (9) does not split evenly across TP 2"),
     "llamacpp/bad-gguf.log": ("model_file_corrupt", "not a readable GGUF"),
     "llamacpp/trunc-gguf.log": ("model_file_corrupt", "not a readable GGUF"),

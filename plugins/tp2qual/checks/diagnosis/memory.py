@@ -191,8 +191,9 @@ def rule_oom(ctx: Context) -> list[Finding]:
         return [
             Finding(
                 "oom_kv_cache",
-                "no GPU memory was left for the KV cache after the weights loaded",
-                evidence_of(kv),
+                "no GPU memory was left for the KV cache after the weights loaded"
+                + _kv_figures(ctx),
+                evidence_of(kv + ctx.grep(_KV_FIGURES)[:1]),
                 _kv_budget_remedy(ctx),
                 "high",
             )
@@ -211,6 +212,18 @@ def rule_oom(ctx: Context) -> list[Finding]:
             "medium",
         )
     ]
+
+
+# What the engine printed of the memory its KV cache got (vLLM GPU and CPU, SGLang).
+_KV_FIGURES = re.compile(
+    r"(?P<said>Available KV cache memory: -?[\d.]+ GiB|Explicitly set \([\d./]+\) GiB for KV"
+    r" cache|# GPU blocks: \d+|max_total_num_tokens=\d+)"
+)
+
+
+def _kv_figures(ctx: Context) -> str:
+    said = [m["said"] for ln in ctx.grep(_KV_FIGURES) if (m := _KV_FIGURES.search(ln.text))]
+    return f" (the engine printed: {said[0]})" if said else ""
 
 
 def _kv_budget_remedy(ctx: Context) -> str:
