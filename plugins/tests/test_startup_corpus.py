@@ -64,6 +64,7 @@ CAUSES: dict[str, tuple[str, str]] = {
     "vllm-cpu/reasoning.log": ("unknown_reasoning_parser", "'bogus_reasoner'"),
     "vllm-cpu/tool.log": ("unknown_tool_call_parser", "engine version 0.32.0"),
     "vllm-cpu/kv-budget.log": ("oom_kv_cache", "printed: Explicitly set (0.0/23.54) GiB"),
+    "vllm-cpu/kv-short.log": ("kv_cache_short", "holds 1,920 tokens (0.18 GiB needed, 0.04 GiB"),
     "vllm-cpu/tp2-heads.log": ("tp_indivisible", "heads (9) does not split evenly across TP 2"),
     "llamacpp/bad-gguf.log": ("model_file_corrupt", "not a readable GGUF"),
     "llamacpp/trunc-gguf.log": ("model_file_corrupt", "not a readable GGUF"),
@@ -249,6 +250,10 @@ def test_settings_the_log_states_reach_the_remedy_and_cause():
     budget = diagnose((STARTUP / "vllm-cpu" / "kv-budget.log").read_text()).failures[0]
     assert "(--kv-cache-memory-bytes 1000000 (log line 12)) and holds no block" in budget.remedy
     assert "--gpu-memory-utilization" not in budget.remedy  # the budget, not the share, decides
+    short = diagnose((STARTUP / "vllm-cpu" / "kv-short.log").read_text()).failures[0].remedy
+    assert short.startswith("lower --max-model-len 8192 (log line 12) to at most 1,920")
+    assert "or raise --kv-cache-memory-bytes 50000000 (log line 12)" in short
+    assert "--gpu-memory-utilization" not in short
     weights = diagnose((STARTUP / "vllm-3329-no-weights.log").read_text()).failures[0]
     assert "--load-format safe-tensors (log line 1)" in weights.remedy
     uuid_log = (STARTUP / "anvil-qwen35-gpu-uuid-attempt1.log").read_text()

@@ -61,7 +61,9 @@ def _kv_remedy(ctx: Context, fit: str | None) -> str:
         steps.append(f"set --max-model-len{cap} (the model's default context is used now)")
     util = ctx.arg("gpu_memory_utilization") or ctx.arg("mem_fraction_static")
     key = "gpu_memory_utilization" if ctx.arg("gpu_memory_utilization") else "mem_fraction_static"
-    if util and _float(util) >= 0.95:
+    if ctx.arg("kv_cache_memory_bytes"):  # an explicit budget: the memory share does not decide
+        steps.append(f"or raise {ctx.arg_source('kv_cache_memory_bytes')}")
+    elif util and _float(util) >= 0.95:
         steps.append(f"the memory share is already high ({ctx.arg_source(key)})")
     elif util:
         steps.append(f"or raise {ctx.arg_source(key)} if nothing else shares the GPU")

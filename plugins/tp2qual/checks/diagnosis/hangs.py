@@ -103,8 +103,14 @@ _WORKER_SAID = re.compile(r"^\((?:Worker|VllmWorker)\S* (?:rank=\d+ )?pid=\d+\)"
 
 
 def _went_on(ctx: Context, wait: Line) -> bool:
-    """A worker spoke after the wait: the step it waited on finished, so it was slow, not hung."""
-    return any(_WORKER_SAID.search(ln.text) for ln in ctx.lines[wait.no :])
+    """A worker spoke after the wait, or in the same second (the engine core logs its wait as it
+    wakes): the step it waited on finished, so it was slow, not hung."""
+    later = [
+        ln
+        for ln in ctx.lines
+        if ln.no > wait.no or (ln.ts is not None and wait.ts is not None and ln.ts >= wait.ts)
+    ]
+    return any(_WORKER_SAID.search(ln.text) for ln in later)
 
 
 def rule_collective_hang(ctx: Context) -> list[Finding]:
