@@ -12,7 +12,7 @@ import pytest
 from tp2qual.candidate import load_candidate
 from tp2qual.checks.diagnosis import context, diagnose
 from tp2qual.checks.diagnosis.failure import earliest, error_lines
-from tp2qual.serving.diagnose import diagnose_log
+from tp2qual.serving.diagnose import diagnose_log, settings_in_force
 
 STARTUP = Path(__file__).parent / "data" / "diagnosis" / "startup"
 CANDIDATES = Path(__file__).resolve().parents[2] / "candidates"
@@ -293,6 +293,9 @@ def test_a_server_that_failed_carries_the_verdict_a_serving_one_only_named_cause
     log.write_text((STARTUP / "vllm-10517-max-seq-len-kv.log").read_text())
     named = diagnose_log(log, candidate, {})
     assert named is not None and named.failures[0].rule == "kv_cache_short"
+    # The candidate's own --n_ctx {max_model_len}, filled as the launch fills it.
+    command = settings_in_force(candidate, {})["command"]
+    assert command[command.index("--n_ctx") + 1] == str(candidate.max_model_len)
 
 
 def test_a_worker_killed_before_any_error_is_named_dead_not_the_cascade():

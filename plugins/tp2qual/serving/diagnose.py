@@ -32,8 +32,20 @@ def settings_in_force(candidate: Candidate, identity: dict[str, Any]) -> dict[st
         "env": candidate.env(),
         "container": container,
         "host": host_settings(identity),
-        "command": candidate.command,
+        "command": _command(candidate),
     }
+
+
+def _command(candidate: Candidate) -> list[str]:
+    """The engine's command with the placeholders a remedy may quote filled as the launch fills
+    them (``--max-model-len {max_model_len}``); ports and paths stay as written."""
+    known = {"{max_model_len}": str(candidate.max_model_len), "{tp}": str(candidate.tp)}
+    out = []
+    for part in candidate.command:
+        for key, value in known.items():
+            part = part.replace(key, value)
+        out.append(part)
+    return out
 
 
 def diagnose_log(
