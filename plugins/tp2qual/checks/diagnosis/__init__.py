@@ -5,9 +5,14 @@ One engine for every log the suite sees (probe output, server start-up and crash
 TP2, process or container). Each rule names a call site / message pattern, the platform evidence
 it needs (WSL2 only from a host fact or the log's own statement of the platform, never from an
 error number), a cause, and a remedy checked against the settings in force: the environment and
-container settings passed in, completed by what the log itself states (``KEY=VALUE`` on a
-command line, NCCL's ``… set by environment to …``, ``--ipc=host``). A remedy never says "set X"
-when X is set; when X is set and the failure persists it says so and gives the next step.
+container settings and the engine's command line passed in, completed by what the log itself
+states (``KEY=VALUE`` on a command line, NCCL's ``… set by environment to …``, ``--ipc=host``,
+the engine's own list of its non-default arguments). A remedy never says "set X" when X is set;
+when X is set and the failure persists it says so and gives the next step.
+
+A failed start is never "ok": when no rule names the cause, the verdict is "failed, cause not
+recognised" with the earliest error quoted (``failure.py``). Across ranks the first error in
+time leads, and the cascade a TP start-up prints after it never does.
 
 Known harmless warnings are reported as notices and never fail on their own. Hangs are read from
 the log's timestamps (a stall after Init START or after a collective was issued), not from a
