@@ -17,6 +17,9 @@ from test_faults import (
     write_candidate,
 )
 
+from tp2qual.candidate import load_candidate
+from tp2qual.hooks.candidates import why_not_runnable
+
 pytestmark = pytest.mark.slow
 
 CORPUS = Path(__file__).parent / "data" / "diagnosis"
@@ -99,3 +102,59 @@ def test_a_silent_hang_says_where_it_stopped(tmp_path: Path) -> None:
     assert "StartupTimeout" in reason and "not ready after 5s" in reason, reason
     assert "readiness_timeout_s" in reason, reason
     assert_nothing_left(inner, name)
+
+
+# --- the real vLLM CPU engine (0.32.0, the embedded candidate smollm2-135m-vllm) ----------------
+
+VLLM = Path(__file__).resolve().parents[2] / "candidates" / "smollm2-135m-vllm.toml"
+
+
+def vllm_spec(name: str, *flags: str) -> dict:
+    """The vLLM CPU candidate with the self-tests' small gates and ``flags`` appended."""
+    spec = load_candidate(VLLM).spec
+    spec["name"], spec["description"] = name, f"self-test copy of {VLLM.stem}"
+    spec.pop("reference", None)
+    small = smollm2_spec(name)["gates"]
+    for gate in ("repetition", "throughput", "not_applicable"):
+        spec["gates"][gate] = small[gate]
+    spec["launch"]["append"] = [*spec["launch"].get("append", []), *flags]
+    return spec
+
+
+def runnable_here(tmp_path: Path, spec: dict) -> None:
+    path = write_candidate(tmp_path / "candidates", spec)
+    if why := why_not_runnable(load_candidate(path)):
+        pytest.skip(f"needs the vLLM CPU engine: {why}")
+
+
+def test_real_vllm_kv_budget_under_max_model_len_is_diagnosed_with_its_figures(tmp_path: Path):
+    """vLLM refuses to start when one request of max_model_len does not fit its KV budget: the
+    finding of the failed start names it with the engine's figures and its own line."""
+    name = "vllm-kv-short"
+    spec = vllm_spec(name, "--kv-cache-memory-bytes", "20000000", "--enforce-eager")
+    spec["launch"]["env"].pop("VLLM_CPU_KVCACHE_SPACE")  # it would set the budget instead
+    runnable_here(tmp_path, spec)
+    inner = run_inner(tmp_path, [name])
+    finding = inner.finding(name)
+    gate = finding["gates"][finding["failed_gate"]]
+    assert finding["verdict"] == "FAIL" and "StartupExited" in gate["reason"], gate["reason"]
+    first = next(f for f in gate["diagnosis"]["findings"] if f["severity"] != "notice")
+    assert first["rule"] == "kv_cache_short", gate["diagnosis"]
+    assert "estimated maximum model length" in " ".join(e["text"] for e in first["evidence"])
+    assert "--kv-cache-memory-bytes 20000000 (" in first["remedy"], first
+    assert "diagnosed kv_cache_short:" in inner.proc.stdout, inner.output()
+    assert_nothing_left(inner, name)
+
+
+def test_real_vllm_bogus_reasoning_parser_fails_preflight_in_the_engines_words(tmp_path: Path):
+    """A parser the engine does not have never reaches a start: the preflight's own engine
+    check fails it, quoting the engine's refusal."""
+    name = "vllm-bogus-reasoning"
+    spec = vllm_spec(name, "--reasoning-parser", "nope")
+    runnable_here(tmp_path, spec)
+    inner = run_inner(tmp_path, [name])
+    finding = inner.finding(name)
+    assert (finding["verdict"], finding["failed_gate"]) == ("FAIL", "preflight")
+    reason = finding["gates"]["preflight"]["reason"]
+    assert "--reasoning-parser nope: vllm 0.32.0" in reason, reason
+    assert "Reasoning parser 'nope' not found" in reason, reason
