@@ -5,6 +5,7 @@ that fits the candidate's settings, in ``finding.json`` and on the terminal line
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pytest
@@ -158,3 +159,25 @@ def test_real_vllm_bogus_reasoning_parser_fails_preflight_in_the_engines_words(t
     reason = finding["gates"]["preflight"]["reason"]
     assert "--reasoning-parser nope: vllm 0.32.0" in reason, reason
     assert "Reasoning parser 'nope' not found" in reason, reason
+
+
+def test_real_llamacpp_given_a_corrupt_gguf_is_diagnosed(tmp_path: Path):
+    """llama.cpp started on a file that is no GGUF (pinned as it is, so the pin passes and the
+    engine itself reads it): the start fails and its finding names the file, in llama.cpp's own
+    words."""
+    name = "llamacpp-corrupt-gguf"
+    bad = tmp_path / "corrupt.gguf"
+    bad.write_bytes(b"GGUF\x03\x00\x00\x00" + bytes(range(256)) * 4)
+    spec = smollm2_spec(name)
+    spec["model"]["file"] = str(bad)
+    spec["model"]["revision"] = f"gguf-sha256:{hashlib.sha256(bad.read_bytes()).hexdigest()}"
+    write_candidate(tmp_path / "candidates", spec)
+    inner = run_inner(tmp_path, [name])
+    finding = inner.finding(name)
+    gate = finding["gates"][finding["failed_gate"]]
+    assert finding["verdict"] == "FAIL" and "StartupExited" in gate["reason"], gate["reason"]
+    first = next(f for f in gate["diagnosis"]["findings"] if f["severity"] != "notice")
+    assert first["rule"] == "model_file_corrupt", gate["diagnosis"]
+    assert any("gguf_init_from" in e["text"] for e in first["evidence"]), first
+    assert "diagnosed model_file_corrupt:" in inner.proc.stdout, inner.output()
+    assert_nothing_left(inner, name)
