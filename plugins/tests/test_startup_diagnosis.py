@@ -5,6 +5,7 @@ that fits the candidate's settings, in ``finding.json`` and on the terminal line
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,9 @@ from test_faults import (
     with_fault,
     write_candidate,
 )
+
+from tp2qual.candidate import load_candidate
+from tp2qual.hooks.candidates import why_not_runnable
 
 pytestmark = pytest.mark.slow
 
@@ -36,6 +40,26 @@ STARTUPS = {
         "sglang-6246-p2p-invalid-argument.log",
         "p2p_failure",
         "NCCL_P2P_DISABLE=1",
+    ),
+    "kv-short": (
+        "replay_exit",
+        "startup/vllm-10517-max-seq-len-kv.log",
+        "kv_cache_short",
+        "set --max-model-len to at most 23,648",
+    ),
+    # No rule names the cause: the finding says so, with the earliest error (never "ok").
+    "not-recognised": (
+        "replay_exit",
+        "startup/gpustack-2097-engine-core-cut.log",
+        "unrecognised_failure",
+        "the first error in time",
+    ),
+    # A start that exits with nothing an error in its log is still a failed start.
+    "quiet-exit": (
+        "replay_exit",
+        "vllm-4383-shm-success-custom-ar.log",
+        "unrecognised_failure",
+        "the launcher's own output",
     ),
 }
 
@@ -78,4 +102,82 @@ def test_a_silent_hang_says_where_it_stopped(tmp_path: Path) -> None:
     reason = finding["gates"]["model_list"]["reason"]
     assert "StartupTimeout" in reason and "not ready after 5s" in reason, reason
     assert "readiness_timeout_s" in reason, reason
+    assert_nothing_left(inner, name)
+
+
+# --- the real vLLM CPU engine (0.32.0, the embedded candidate smollm2-135m-vllm) ----------------
+
+VLLM = Path(__file__).resolve().parents[2] / "candidates" / "smollm2-135m-vllm.toml"
+
+
+def vllm_spec(name: str, *flags: str) -> dict:
+    """The vLLM CPU candidate with the self-tests' small gates and ``flags`` appended."""
+    spec = load_candidate(VLLM).spec
+    spec["name"], spec["description"] = name, f"self-test copy of {VLLM.stem}"
+    spec.pop("reference", None)
+    small = smollm2_spec(name)["gates"]
+    for gate in ("repetition", "throughput", "not_applicable"):
+        spec["gates"][gate] = small[gate]
+    spec["launch"]["append"] = [*spec["launch"].get("append", []), *flags]
+    return spec
+
+
+def runnable_here(tmp_path: Path, spec: dict) -> None:
+    path = write_candidate(tmp_path / "candidates", spec)
+    if why := why_not_runnable(load_candidate(path)):
+        pytest.skip(f"needs the vLLM CPU engine: {why}")
+
+
+def test_real_vllm_kv_budget_under_max_model_len_is_diagnosed_with_its_figures(tmp_path: Path):
+    """vLLM refuses to start when one request of max_model_len does not fit its KV budget: the
+    finding of the failed start names it with the engine's figures and its own line."""
+    name = "vllm-kv-short"
+    spec = vllm_spec(name, "--kv-cache-memory-bytes", "20000000", "--enforce-eager")
+    spec["launch"]["env"].pop("VLLM_CPU_KVCACHE_SPACE")  # it would set the budget instead
+    runnable_here(tmp_path, spec)
+    inner = run_inner(tmp_path, [name])
+    finding = inner.finding(name)
+    gate = finding["gates"][finding["failed_gate"]]
+    assert finding["verdict"] == "FAIL" and "StartupExited" in gate["reason"], gate["reason"]
+    first = next(f for f in gate["diagnosis"]["findings"] if f["severity"] != "notice")
+    assert first["rule"] == "kv_cache_short", gate["diagnosis"]
+    assert "estimated maximum model length" in " ".join(e["text"] for e in first["evidence"])
+    assert "--kv-cache-memory-bytes 20000000 (" in first["remedy"], first
+    assert "diagnosed kv_cache_short:" in inner.proc.stdout, inner.output()
+    assert_nothing_left(inner, name)
+
+
+def test_real_vllm_bogus_reasoning_parser_fails_preflight_in_the_engines_words(tmp_path: Path):
+    """A parser the engine does not have never reaches a start: the preflight's own engine
+    check fails it, quoting the engine's refusal."""
+    name = "vllm-bogus-reasoning"
+    spec = vllm_spec(name, "--reasoning-parser", "nope")
+    runnable_here(tmp_path, spec)
+    inner = run_inner(tmp_path, [name])
+    finding = inner.finding(name)
+    assert (finding["verdict"], finding["failed_gate"]) == ("FAIL", "preflight")
+    reason = finding["gates"]["preflight"]["reason"]
+    assert "--reasoning-parser nope: vllm 0.32.0" in reason, reason
+    assert "Reasoning parser 'nope' not found" in reason, reason
+
+
+def test_real_llamacpp_given_a_corrupt_gguf_is_diagnosed(tmp_path: Path):
+    """llama.cpp started on a file that is no GGUF (pinned as it is, so the pin passes and the
+    engine itself reads it): the start fails and its finding names the file, in llama.cpp's own
+    words."""
+    name = "llamacpp-corrupt-gguf"
+    bad = tmp_path / "corrupt.gguf"
+    bad.write_bytes(b"GGUF\x03\x00\x00\x00" + bytes(range(256)) * 4)
+    spec = smollm2_spec(name)
+    spec["model"]["file"] = str(bad)
+    spec["model"]["revision"] = f"gguf-sha256:{hashlib.sha256(bad.read_bytes()).hexdigest()}"
+    write_candidate(tmp_path / "candidates", spec)
+    inner = run_inner(tmp_path, [name])
+    finding = inner.finding(name)
+    gate = finding["gates"][finding["failed_gate"]]
+    assert finding["verdict"] == "FAIL" and "StartupExited" in gate["reason"], gate["reason"]
+    first = next(f for f in gate["diagnosis"]["findings"] if f["severity"] != "notice")
+    assert first["rule"] == "model_file_corrupt", gate["diagnosis"]
+    assert any("gguf_init_from" in e["text"] for e in first["evidence"]), first
+    assert "diagnosed model_file_corrupt:" in inner.proc.stdout, inner.output()
     assert_nothing_left(inner, name)

@@ -88,7 +88,7 @@ def _read(path: Path) -> str:
 
 
 def _print_diagnosis(path: Path, result: Diagnosis) -> None:
-    print(f"{path}: {result.verdict}")
+    print(f"{path}: {result.headline()}")
     for f in result.findings:
         print(f"  [{f.severity}] {f.rule} ({f.confidence} confidence)")
         print(f"    cause:  {f.cause}")

@@ -306,13 +306,19 @@ def write_summary(
     )
 
 
+def _said(found: dict[str, Any]) -> str:
+    """What the terminal shows of a diagnosis: the remedy, or, when no rule named the cause,
+    the verdict with the earliest error it quotes (there is no remedy to give)."""
+    return found["cause"] if found["rule"] == "unrecognised_failure" else found["remedy"]
+
+
 def _why(finding: Finding, root: Path) -> str:
     if gate := finding.first(FAILED):
         result = finding.gates[gate]
         found = [
             f for f in (result.diagnosis or {}).get("findings", []) if f.get("severity") != "notice"
         ]
-        diagnosed = f" | diagnosed {found[0]['rule']}: {found[0]['remedy'][:160]}" if found else ""
+        diagnosed = f" | diagnosed {found[0]['rule']}: {_said(found[0])[:160]}" if found else ""
         return f"failed {gate}: {result.reason[:100]}{diagnosed}"
     if gate := finding.first(ERROR):
         where = root / finding.gates[gate].error_artifact

@@ -295,7 +295,7 @@ def _note(
             result.outcome = FAILED
             result.reason = _one_line_cause(report)
             result.excerpt = _excerpt(record)
-            result.diagnosis = _diagnosis(record, test)
+            result.diagnosis = _diagnosis(record, test, call.excinfo)
     elif report.failed:
         _outcome(result, test, "error")
         if result.outcome not in (FAILED, ERROR):  # a proven failure, or the first error, stays
@@ -335,11 +335,17 @@ def _skip_reason(report: pytest.TestReport) -> str:
     return text.removeprefix("Skipped: ")
 
 
-def _diagnosis(record: CandidateRecord, test: str) -> dict[str, Any] | None:
+def _diagnosis(
+    record: CandidateRecord, test: str, excinfo: pytest.ExceptionInfo[BaseException] | None
+) -> dict[str, Any] | None:
     """Cause and remedy from the log the failure left: the NCCL probe's for the probe test,
-    else the server's (start-up, crash, or whatever it said while a gate failed)."""
+    else the server's (start-up, crash, or whatever it said while a gate failed). A server that
+    did not start or did not stay up failed, whatever its log says."""
     log = "nccl_probe.log" if test == "test_probe_all_reduce" else "server.log"
-    found = diagnose_log(record.evidence.root / log, record.candidate, record.identity)
+    server_failed = excinfo is not None and excinfo.errisinstance(ServerError)
+    found = diagnose_log(
+        record.evidence.root / log, record.candidate, record.identity, server_failed=server_failed
+    )
     return found.as_dict() | {"log": log} if found else None
 
 

@@ -5,9 +5,14 @@ One engine for every log the suite sees (probe output, server start-up and crash
 TP2, process or container). Each rule names a call site / message pattern, the platform evidence
 it needs (WSL2 only from a host fact or the log's own statement of the platform, never from an
 error number), a cause, and a remedy checked against the settings in force: the environment and
-container settings passed in, completed by what the log itself states (``KEY=VALUE`` on a
-command line, NCCL's ``… set by environment to …``, ``--ipc=host``). A remedy never says "set X"
-when X is set; when X is set and the failure persists it says so and gives the next step.
+container settings and the engine's command line passed in, completed by what the log itself
+states (``KEY=VALUE`` on a command line, NCCL's ``… set by environment to …``, ``--ipc=host``,
+the engine's own list of its non-default arguments). A remedy never says "set X" when X is set;
+when X is set and the failure persists it says so and gives the next step.
+
+A failed start is never "ok": when no rule names the cause, the verdict is "failed, cause not
+recognised" with the earliest error quoted (``failure.py``). Across ranks the first error in
+time leads, and the cascade a TP start-up prints after it never does.
 
 Known harmless warnings are reported as notices and never fail on their own. Hangs are read from
 the log's timestamps (a stall after Init START or after a collective was issued), not from a
@@ -16,10 +21,18 @@ timeout flag. Pure: text and mappings in, frozen dataclasses out.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tp2qual.checks.diagnosis import memory, transport
+from tp2qual.checks.diagnosis.capacity import rule_kv_cache_short, rule_mamba_blocks
+from tp2qual.checks.diagnosis.engine_args import args_of, version_of
+from tp2qual.checks.diagnosis.failure import (
+    error_lines,
+    first_time,
+    in_time_order,
+    rule_unrecognised,
+)
 from tp2qual.checks.diagnosis.hangs import (
     dist_error,
     other_warnings,
@@ -29,6 +42,12 @@ from tp2qual.checks.diagnosis.hangs import (
     rule_init_pending,
 )
 from tp2qual.checks.diagnosis.host import rule_offline_missing, rule_port_in_use
+from tp2qual.checks.diagnosis.kernels import (
+    rule_arch_unsupported,
+    rule_helion_untuned,
+    rule_ptxas,
+    rule_shared_memory,
+)
 from tp2qual.checks.diagnosis.memory import (
     rule_cuda_999,
     rule_expandable_segments,
@@ -51,6 +70,16 @@ from tp2qual.checks.diagnosis.model import (
     settings_of,
     wsl2_of,
 )
+from tp2qual.checks.diagnosis.names import (
+    rule_gpu_uuid_index,
+    rule_missing_dependency,
+    rule_model_file_corrupt,
+    rule_tp_indivisible,
+    rule_unknown_architecture,
+    rule_unknown_parser,
+    rule_unknown_quantization,
+    rule_weights_missing,
+)
 from tp2qual.checks.diagnosis.ranks import (
     ranks_short,
     rule_first_collective_hang,
@@ -62,6 +91,15 @@ from tp2qual.checks.diagnosis.transport import (
     rule_nvls,
     rule_p2p_failure,
     rule_peer_mapping,
+)
+from tp2qual.checks.diagnosis.workers import (
+    rule_custom_allreduce_peer,
+    rule_fork_after_cuda,
+    rule_illegal_access,
+    rule_shm_sigbus,
+    rule_stale_shm_mapping,
+    rule_symm_mem_sigfpe,
+    rule_worker_died,
 )
 
 __all__ = [
@@ -96,6 +134,28 @@ RULES: tuple[Rule, ...] = (
     rule_stalled_step,
     rule_init_pending,
     rule_collective_hang,
+    # Start-up failures the engines print (kernels.py, capacity.py, names.py, workers.py).
+    rule_arch_unsupported,
+    rule_ptxas,
+    rule_shared_memory,
+    rule_helion_untuned,
+    rule_kv_cache_short,
+    rule_mamba_blocks,
+    rule_unknown_quantization,
+    rule_unknown_architecture,
+    rule_unknown_parser,
+    rule_tp_indivisible,
+    rule_gpu_uuid_index,
+    rule_weights_missing,
+    rule_model_file_corrupt,
+    rule_missing_dependency,
+    rule_fork_after_cuda,
+    rule_shm_sigbus,
+    rule_stale_shm_mapping,
+    rule_custom_allreduce_peer,
+    rule_symm_mem_sigfpe,
+    rule_illegal_access,
+    rule_worker_died,
 )
 
 # A rule that names the fault more precisely replaces the vaguer ones the same lines trigger.
@@ -105,6 +165,13 @@ SUPERSEDES: dict[str, frozenset[str]] = {
     # The engine's own waits on one step name a stall after work was done; the hang rules
     # would call it the first collective (the same wait lines) or a collective in general.
     "stalled_step": frozenset({"first_collective_hang", "collective_hang"}),
+    # The figures the engine printed name the shortfall better than "no memory for the cache".
+    "kv_cache_short": frozenset({"oom_kv_cache"}),
+    # The import error behind "Error in inspecting model architecture" is the cause.
+    "gpu_uuid_as_index": frozenset({"unknown_architecture"}),
+    # The other rank's "invalid device ordinal" follows the SIGFPE at the same rendezvous.
+    "symm_mem_sigfpe": frozenset({"invalid_device_ordinal"}),
+    "custom_allreduce_peer": frozenset({"p2p_failure"}),
 }
 
 
@@ -119,9 +186,12 @@ def context(
     container: Mapping[str, Any] | None = None,
     host: Mapping[str, Any] | None = None,
     quiet_s: float = 0.0,
+    command: Sequence[str] | None = None,
 ) -> Context:
     lines = lines_of(text)
     settings, sources = settings_of(lines, env or {})
+    texts = [(ln.no, ln.text) for ln in lines]
+    args, arg_sources = args_of(texts, command)
     return Context(
         lines=lines,
         settings=settings,
@@ -131,6 +201,9 @@ def context(
         tp=tp,
         at_info=any("NCCL INFO" in ln.text for ln in lines),
         quiet_s=max(0.0, quiet_s),
+        args=args,
+        arg_sources=arg_sources,
+        version=version_of(texts),
     )
 
 
@@ -143,6 +216,7 @@ def diagnose(
     host: Mapping[str, Any] | None = None,
     quiet_s: float = 0.0,
     failed: bool = False,
+    command: Sequence[str] | None = None,
 ) -> Diagnosis:
     """Every finding the log supports, named failures first, then notices.
 
@@ -152,11 +226,20 @@ def diagnose(
     platform string), the only source besides the log's own statement for WSL2; ``quiet_s``: how
     long the log had been silent when it was read (a stall that left no later line to date it);
     ``failed``: the caller knows the process failed (a non-zero exit, a timeout), which the log
-    alone may not say. An NCCL warning no rule explains is a notice unless the process or its
-    ranks failed (``_failing``): then it is a failure, the lead to follow."""
-    ctx = context(text, tp=tp, env=env, container=container, host=host, quiet_s=quiet_s)
+    alone may not say; ``command``: the engine's command line, whose settings remedies respect.
+    An NCCL warning no rule explains is a notice unless the process or its ranks failed
+    (``_failing``): then it is a failure, the lead to follow. A failure no rule names is said
+    to be one, with its earliest error (``failure.rule_unrecognised``), never "ok"."""
+    ctx = context(
+        text, tp=tp, env=env, container=container, host=host, quiet_s=quiet_s, command=command
+    )
     named = _most_precise([f for rule in RULES for f in rule(ctx)])
     failures = [f for f in named if f.severity == FAILURE]
+    if failures:  # the earliest named cause leads: later ones follow from it
+        failures = sorted(
+            (in_time_order(f, ctx) for f in failures), key=lambda f: first_time(f, ctx)
+        )
+        named = failures + [f for f in named if f.severity != FAILURE]
     if failures:  # an error explains why init never completed: not a cut-off log
         named = [f for f in named if f.severity != INCOMPLETE]
     if not ctx.lines or not any(ln.text.strip() for ln in ctx.lines):
@@ -167,6 +250,8 @@ def diagnose(
     torch_error = dist_error(ctx, failures)
     failing = failed or bool(named) or bool(torch_error) or _failing(ctx)
     rest = other_warnings(ctx, explained, FAILURE if failing else NOTICE) + torch_error
+    if not failures:
+        named = _unnamed(ctx, failed, rest) + named
     findings = (*named, *rest, *notices)
     return Diagnosis(_verdict(findings), tuple(findings), dict(ctx.settings))
 
@@ -179,6 +264,16 @@ _EMPTY = Finding(
     "medium",
     INCOMPLETE,
 )
+
+
+def _unnamed(ctx: Context, failed: bool, rest: list[Finding]) -> list[Finding]:
+    """No rule named a cause: say the start failed, with its earliest error, when the log shows
+    an error of its own (an exception, a fatal signal), or when it failed and nothing else (an
+    NCCL warning, torch's NCCL error) is there to follow."""
+    others = any(f.severity == FAILURE for f in rest)
+    if others and not any(e.primary for e in error_lines(ctx)):
+        return []
+    return rule_unrecognised(ctx, failed or others)
 
 
 def _failing(ctx: Context) -> bool:

@@ -97,8 +97,26 @@ def _stall_after(ctx: Context, line: Line) -> float | None:
     return (last - line.ts).total_seconds()
 
 
+# vLLM's wait on its workers, logged for a slow step too (the first step on the CPU compiles).
+_WAIT_ONLY = re.compile(r"No available shared memory broadcast block")
+_WORKER_SAID = re.compile(r"^\((?:Worker|VllmWorker)\S* (?:rank=\d+ )?pid=\d+\)")
+
+
+def _went_on(ctx: Context, wait: Line) -> bool:
+    """A worker spoke after the wait, or in the same second (the engine core logs its wait as it
+    wakes): the step it waited on finished, so it was slow, not hung."""
+    later = [
+        ln
+        for ln in ctx.lines
+        if ln.no > wait.no or (ln.ts is not None and wait.ts is not None and ln.ts >= wait.ts)
+    ]
+    return any(_WORKER_SAID.search(ln.text) for ln in later)
+
+
 def rule_collective_hang(ctx: Context) -> list[Finding]:
-    watchdog = ctx.grep(_WATCHDOG)
+    watchdog = [
+        ln for ln in ctx.grep(_WATCHDOG) if not (_WAIT_ONLY.search(ln.text) and _went_on(ctx, ln))
+    ]
     if watchdog:
         return [_collective_finding(ctx, watchdog, "the engine's watchdog reports it", "high")]
     issued = [ln for ln in ctx.lines if _COLL.search(ln.text)]

@@ -87,13 +87,13 @@ def rule_shm_exhausted(ctx: Context) -> list[Finding]:
             f"NCCL could not create its shared-memory segment in /dev/shm{need}: /dev/shm is"
             " too small or full; NCCL's SHM transport (P2P off) and its proxy both need it",
             evidence_of(hits),
-            _shm_remedy(ctx),
+            shm_remedy(ctx),
             "high",
         )
     ]
 
 
-def _shm_remedy(ctx: Context) -> str:
+def shm_remedy(ctx: Context) -> str:
     c = ctx.container
     if c is None:
         return (
@@ -191,27 +191,92 @@ def rule_oom(ctx: Context) -> list[Finding]:
         return [
             Finding(
                 "oom_kv_cache",
-                "no GPU memory was left for the KV cache after the weights loaded",
-                evidence_of(kv),
-                "check no other process holds GPU memory (nvidia-smi), then give the engine more"
-                " (--gpu-memory-utilization in vLLM, --mem-fraction-static in SGLang) or need"
-                " less (lower --max-model-len / concurrent sequences, or a KV cache dtype of"
-                " fewer bytes)",
+                "no GPU memory was left for the KV cache after the weights loaded"
+                + _kv_figures(ctx),
+                evidence_of(kv + ctx.grep(_KV_FIGURES)[:1]),
+                _kv_budget_remedy(ctx),
                 "high",
             )
         ]
     tp = f" at TP {ctx.tp}" if ctx.tp else ""
+    if ctx.grep(_LOADING):
+        return [_weights_oom(ctx, hits, tp)]
+    more = f"more GPUs than TP {ctx.tp}" if ctx.tp else "more GPUs (tensor parallel)"
     return [
         Finding(
             "oom",
             f"the GPU ran out of memory{tp} while loading or running the model",
             evidence_of(hits),
             "check no other process holds GPU memory (nvidia-smi); if none does, the model"
-            " does not fit: more GPUs (tensor parallel), a smaller quantization, or a smaller"
-            " context / batch",
+            f" does not fit: {more}, a smaller quantization, or a smaller context / batch",
             "medium",
         )
     ]
+
+
+# What the engine printed of the memory its KV cache got (vLLM GPU and CPU, SGLang).
+_KV_FIGURES = re.compile(
+    r"(?P<said>Available KV cache memory: -?[\d.]+ GiB|Explicitly set \([\d./]+\) GiB for KV"
+    r" cache|# GPU blocks: \d+|max_total_num_tokens=\d+)"
+)
+
+
+def _kv_figures(ctx: Context) -> str:
+    said = [m["said"] for ln in ctx.grep(_KV_FIGURES) if (m := _KV_FIGURES.search(ln.text))]
+    return f" (the engine printed: {said[0]})" if said else ""
+
+
+def _kv_budget_remedy(ctx: Context) -> str:
+    if ctx.arg("kv_cache_memory_bytes"):
+        return (
+            f"the KV budget is set explicitly ({ctx.arg_source('kv_cache_memory_bytes')}) and"
+            " holds no block: raise it, or drop it and let the memory share decide"
+        )
+    share = next((k for k in ("gpu_memory_utilization", "mem_fraction_static") if ctx.arg(k)), "")
+    give = (
+        f"raise {ctx.arg_source(share)}"
+        if share
+        else "give the engine more (--gpu-memory-utilization in vLLM, --mem-fraction-static in"
+        " SGLang)"
+    )
+    return (
+        f"check no other process holds GPU memory (nvidia-smi), then {give} or need less (lower"
+        " --max-model-len / concurrent sequences, or a KV cache dtype of fewer bytes)"
+    )
+
+
+# The engine was loading the weights when memory ran out (vLLM, SGLang, TensorRT-LLM).
+_LOADING = re.compile(
+    r"load_model|Loading weights|load_weights|load_single_module|Loading safetensors"
+    r"|Starting to load model"
+)
+_FIGURES = re.compile(
+    r"Tried to allocate (?P<ask>[\d.]+ [KMG]iB)\. GPU \d+ has a total capacit?y of"
+    r" (?P<total>[\d.]+ [KMG]iB) of which (?P<free>[\d.]+ [KMG]iB) is free"
+)
+_OTHERS = re.compile(r"Process \d+ has [\d.]+ [KMG]iB memory in use")
+
+
+def _weights_oom(ctx: Context, hits: list, tp: str) -> Finding:
+    m = next((f for h in hits if (f := _FIGURES.search(h.text))), None)
+    figures = (
+        f": it asked {m['ask']} with {m['free']} free of {m['total']}" if m is not None else ""
+    )
+    others = any(_OTHERS.search(h.text) for h in hits)
+    more = f" than TP {ctx.tp}" if ctx.tp else ""
+    return Finding(
+        "oom_weights",
+        f"the weights did not fit in GPU memory{tp} while the model loaded{figures}",
+        evidence_of(hits),
+        (
+            "other processes hold memory on this GPU (the error lists them): stop them, then "
+            if others
+            else "check no other process holds GPU memory (nvidia-smi); if none does, "
+        )
+        + f"the model needs more GPUs{more}, a smaller quantization, or a lower memory share"
+        " for other pools",
+        "high" if m is not None else "medium",
+    )
 
 
 # Patterns whose every line a named failure explains (all ranks' copies, not only its evidence).

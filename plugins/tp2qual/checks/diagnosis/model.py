@@ -70,6 +70,13 @@ class Diagnosis:
             "settings": dict(sorted(self.settings.items())),
         }
 
+    def headline(self) -> str:
+        """The verdict in words: "failed, cause not recognised" when no rule named the cause."""
+        first = self.failures[0] if self.failures else None
+        if first is not None and first.rule == "unrecognised_failure":
+            return "failed, cause not recognised"
+        return self.verdict
+
     def summary(self) -> str:
         """One line for a terminal or a finding's reason: the failures, else the verdict."""
         named = self.failures or tuple(f for f in self.findings if f.severity == INCOMPLETE)
@@ -98,6 +105,11 @@ class Context:
     # Seconds the log had been silent after its last line when it was read (0: not known). A
     # rank that waits for one that never joins often prints nothing more: this is that stall.
     quiet_s: float = 0.0
+    # The engine's own settings (``--max-model-len`` as ``max_model_len``) and where each was
+    # read (engine_args.py), and the engine version the log printed.
+    args: Mapping[str, str] = field(default_factory=dict)
+    arg_sources: Mapping[str, str] = field(default_factory=dict)
+    version: str | None = None
 
     def grep(self, pattern: re.Pattern[str], *, nccl: bool = False) -> list[Line]:
         return [
@@ -107,13 +119,23 @@ class Context:
     def source(self, key: str) -> str:
         return f"{key}={self.settings[key]} ({self.sources[key]})"
 
+    def arg(self, key: str) -> str | None:
+        return self.args.get(key)
+
+    def arg_source(self, key: str) -> str:
+        flag = "--" + key.replace("_", "-")
+        return f"{flag} {self.args[key]} ({self.arg_sources[key]})"
+
 
 _SETTING = re.compile(
     r"(?<![\w-])(?P<key>NCCL_[A-Z0-9_]+|PYTORCH_(?:CUDA_)?ALLOC_CONF|CUDA_VISIBLE_DEVICES"
-    r"|HF_HUB_OFFLINE|TRANSFORMERS_OFFLINE)=(?P<value>[^\s'\"`;)]+)"
+    r"|HF_HUB_OFFLINE|TRANSFORMERS_OFFLINE|VLLM_[A-Z0-9_]+|SGLANG_[A-Z0-9_]+|TRITON_[A-Z0-9_]+"
+    r"|CUDA_LAUNCH_BLOCKING|TORCH_CUDA_ARCH_LIST)=(?P<value>[^\s'\"`;)]+)"
 )
 _ACK = re.compile(r"\b(?P<key>NCCL_[A-Z0-9_]+) set by environment to (?P<value>\S+?)\.?\s*$")
-_ADVICE = re.compile(r"try setting|to silence|you can (?:either )?(?:set|increase)", re.I)
+_ADVICE = re.compile(
+    r"try setting|to silence|you can (?:either )?(?:set|increase)|consider passing", re.I
+)
 _IPC_HOST = re.compile(r"--ipc[= ]host\b")
 _SHM_SIZE = re.compile(r"--shm-size[= ](?P<v>\S+)")
 _GPUS = re.compile(r"--gpus[= ](?P<v>\S+)")
