@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import tp2qual
+from tp2qual import prefill
 from tp2qual.budget import TimeBudget
 from tp2qual.candidate import GATE_DEFAULTS, Candidate, load_candidates
 from tp2qual.checks.agreement import NEAR_BOUND, OWN
@@ -20,7 +21,6 @@ from tp2qual.checks.agreement.evaluate import evaluate
 from tp2qual.checks.agreement.near_bound import ECHO, near_bound_plan
 from tp2qual.checks.agreement.near_bound import WARM as WARM_CHECK
 from tp2qual.checks.needle import fill_reaches, needle_plan
-from tp2qual.perf import prefill
 from tp2qual.rehearsal import Room, echo_fits, plan_lines, rehearse, shipped_from
 from tp2qual.serving.server import prompt_chars
 

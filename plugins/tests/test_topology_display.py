@@ -80,7 +80,7 @@ def test_the_same_memory_without_a_display_is_another_serve():
     assert not verdict.ok
     assert verdict.reason.startswith(
         "GPU 0 (NVIDIA H200) is busy: 1138 MiB used (floor 1024 MiB): another serve's"
-        " -> stop the other serve first, or, if it is a container, name it for hand-over"
+        " -> stop the other serve first, or, if it is a container, hand it over"
     ), verdict.reason
     assert verdict.measures["memory_held_by"][0] == "GPU 0: another serve (1138 MiB used)"
     assert verdict.measures["notices"] == []

@@ -3,7 +3,7 @@
 A fixed timeout is wrong both ways: too short for a correct but slow serve (2048 tokens at
 11 tok/s is three minutes), too long to notice a stuck one. The budget is the prefill allowance,
 plus the request's prompt at the slowest prefill rate on record with its margin
-(``perf.prefill``: a 196,608-token prompt is about two minutes, where a flat minute FAILed it,
+(``prefill``: a 196,608-token prompt is about two minutes, where a flat minute FAILed it,
 issue 35), plus the time the requested tokens take at the floor that applies to the candidate
 (the one gate 08 judges: written, or derived from its reference's measured rate, its baseline or
 its roofline, perf/floors.py), with a margin; a gate may fix its own. A hung 2048-token request of a
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tp2qual.perf import prefill
+from tp2qual import prefill
 
 DEFAULT_FLOOR_TOK_S = 2.0
 DEFAULT_PREFILL_S = 60.0
@@ -30,7 +30,7 @@ class TimeBudget:
     prefill_s: float = DEFAULT_PREFILL_S
     fixed_s: float | None = None  # the gate's own request_timeout_s
     floor_source: str = NO_FLOOR  # where floor_tok_s comes from, said in a timeout report
-    # The prompt's own prefill: the slowest rate on record over its margin (perf/prefill.py).
+    # The prompt's own prefill: the slowest rate on record over its margin (prefill.py).
     prefill_tok_s: float = field(default_factory=prefill.assumed_tok_s)
 
     def seconds_for(self, max_tokens: int | None, prompt_tokens: int = 0) -> float:

@@ -12,7 +12,7 @@ it before the model is judged:
 - its prompt fills less of the bound than its own threshold (``checks.needle.fill_reaches``), or
   prompt and reply budget do not fit the bound (the engine refuses it);
 - its deadline is shorter than its prompt's prefill at the slowest rate on record with its
-  margin (``perf.prefill``) plus its reply at the decode floor the deadline assumes;
+  margin (``prefill``) plus its reply at the decode floor the deadline assumes;
 - its prompt logprobs need more memory than the launch leaves outside the engine's share
   (``echo_peak_gib``).
 
@@ -27,12 +27,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from tp2qual import prefill
 from tp2qual.budget import MARGIN, TimeBudget
 from tp2qual.candidate import Candidate
 from tp2qual.checks.agreement.near_bound import near_bound_plan
 from tp2qual.checks.needle import fill_reaches, needle_plan
 from tp2qual.checks.topology import DESKTOP_TYPICAL_MIB
-from tp2qual.perf import prefill
 from tp2qual.perf.comparison import compare_baseline, roofline_for
 from tp2qual.perf.fit import fraction
 from tp2qual.perf.floor_basis import unmeasured

@@ -14,9 +14,8 @@ from typing import Any
 
 # Where the user names serves to hand over (hooks/handover.py, the candidate file's [handover]).
 HAND_OVER_HOW = (
-    "name it for hand-over (--hand-over NAME, or [handover] containers = [NAME] in the"
-    " campaign's shared file, e.g. candidates/_campaign-tp2.toml): the suite records it, stops"
-    " it before the first candidate and starts it again after the last"
+    "hand it over (--hand-over NAME, or [handover] containers in the campaign's shared file):"
+    " stopped before the first candidate, started again after the last"
 )
 COMPOSE_PROJECT = "com.docker.compose.project"
 

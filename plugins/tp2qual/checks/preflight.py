@@ -170,10 +170,9 @@ def gpus_refusal(reason: str) -> str:
     """What the suite says when this host cannot give the candidate its GPUs now (a suite
     ERROR, never the candidate's FAIL): what, and what to do."""
     return (
-        f"this host cannot run the candidate now: {reason}. Not a finding about the candidate: "
-        "give it an NVIDIA driver and nvidia-ml-py where NVML is missing, the GPU count and "
-        "memory its [gpus] table asks for, and GPUs free of other serves (or --allow-busy, "
-        "recorded), then run it again"
+        f"this host cannot run the candidate now: {reason}. Not the candidate's fault: NVML "
+        "needs a driver and nvidia-ml-py, [gpus] its count and memory, busy GPUs their serve "
+        "stopped or handed over (or --allow-busy, recorded); then run it again"
     )
 
 

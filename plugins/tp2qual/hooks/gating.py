@@ -357,7 +357,7 @@ def _one_line_cause(report: pytest.TestReport) -> str:
     crash = getattr(report.longrepr, "reprcrash", None)
     text = crash.message if crash is not None else str(report.longrepr)
     phase = "" if report.when == "call" else f"{report.when}: "
-    return phase + text.strip().splitlines()[0][:500] if text.strip() else phase + "failed"
+    return phase + text.strip().splitlines()[0][:1000] if text.strip() else phase + "failed"
 
 
 _TELLING = re.compile(r"error|exception|traceback|fatal|warn|fail|killed|abort|refused", re.I)
