@@ -79,5 +79,5 @@ def test_sigint_during_gates_leaves_no_container(client: Any, tmp_path: Path) ->
     assert leftovers == [], f"left behind: {[c.name for c in leftovers]}\n{text[-3000:]}"
     assert running and running[0].name.startswith("tp2qual-smollm2-135m-docker-"), running
     assert list((tmp_path / "results").rglob("container-inspect.json")), "no inspect evidence"
-    (finding,) = (tmp_path / "results").glob("*/smollm2-135m-docker/finding.json")
+    finding = tmp_path / "results" / "latest" / "smollm2-135m-docker" / "finding.json"
     assert json.loads(finding.read_text())["verdict"] == "INCOMPLETE", text[-3000:]
