@@ -16,6 +16,7 @@ The stop is then given the bound a user is promised (``interrupt_bound_s``), sta
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -30,6 +31,7 @@ __all__ = [
     "children_get_default_sigint",
     "interrupt_bound_s",
     "park_env",
+    "reap_servers",
     "wait_parked",
 ]
 
@@ -92,3 +94,20 @@ def wait_parked(
             raise AssertionError(f"the run ended before {count} gate(s) parked:\n{out[-3000:]}")
         time.sleep(0.1)
     raise AssertionError(f"{count} gate(s) did not park within {timeout_s:.0f} s")
+
+
+def reap_servers(results: Path) -> list[int]:
+    """Kill the process group of every server an inner run under ``results`` recorded
+    (``launch.json``), and return their pids: a server runs in a session of its own, so an
+    inner run killed after a failed wait would leave it running. A no-op after a clean stop."""
+    reaped = []
+    for launch in results.glob("*/*/launch.json"):
+        pid = json.loads(launch.read_text()).get("pid")
+        if not pid:
+            continue
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            continue
+        reaped.append(pid)
+    return reaped

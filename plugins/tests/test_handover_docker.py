@@ -30,7 +30,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ctrl_c import children_get_default_sigint, interrupt_bound_s, park_env, wait_parked
+from ctrl_c import (
+    children_get_default_sigint,
+    interrupt_bound_s,
+    park_env,
+    reap_servers,
+    wait_parked,
+)
 from test_faults import MAIN, run_inner, smollm2_spec, with_fault, write_candidate
 
 from tp2qual.serving.handover import HandOverPlan, gpus_free, hand_over, read_record
@@ -215,6 +221,7 @@ def test_ctrl_c_in_the_middle_of_a_gate_gives_back(tmp_path, stand_in, monkeypat
         if run.poll() is None:
             run.kill()
             run.communicate()
+        reap_servers(results)
     assert run.returncode == 2, out[-3000:]  # pytest's INTERRUPTED
     assert "hand-over given back: every serve as found" in out, out[-3000:]
     assert_given_back((results / "latest").resolve(), stand_in)

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from ctrl_c import children_get_default_sigint, interrupt_bound_s
+from ctrl_c import children_get_default_sigint, interrupt_bound_s, reap_servers
 from test_process_launcher import alive, launcher_for, wait_for
 
 from tp2qual.artifacts.layout import Evidence
@@ -90,10 +90,7 @@ def results(tmp_path: Path) -> Iterator[Path]:
     """The inner run's results; whatever server it left running is killed afterwards (after
     the test's own checks), so a failing run does not leave one behind."""
     yield tmp_path / "results"
-    for launch in (tmp_path / "results").glob(f"*/{NAME}/launch.json"):
-        pid = json.loads(launch.read_text()).get("pid")
-        if pid and _group_alive(pid):
-            os.killpg(pid, signal.SIGKILL)
+    reap_servers(tmp_path / "results")
 
 
 @pytest.mark.slow
