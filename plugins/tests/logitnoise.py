@@ -63,3 +63,33 @@ def study(
     flips = float((chosen != q.argmax(axis=-1)).mean())
     pairs = [(_row(p[i], int(t)), _row(q[i], int(t))) for i, t in enumerate(chosen)]
     return Study(pairs, kl, flips)
+
+
+# Each judged figure, and the side of its bound that fails (scoring.judge's own table).
+LIMITS = {
+    "mean_abs_delta": ("max_mean_abs_delta", False),
+    "p99_abs_delta": ("max_p99_abs_delta", False),
+    "top1_agreement": ("min_top1_agreement", True),
+    "mean_kl": ("max_mean_kl", False),
+}
+
+
+def first_fail(bounds: Any, step: float = 0.02, top: float = 1.6) -> dict[str, tuple[float, float]]:
+    """Per figure, the smallest sigma on a ``step`` grid whose pairs fail that figure's bound,
+    and the true KL per token there (a figure that never fails up to ``top`` is left out)."""
+    found: dict[str, tuple[float, float]] = {}
+    for i in range(1, round(top / step) + 1):
+        sigma = round(i * step, 6)
+        s = study(sigma=sigma)
+        figures = _figures(s.pairs, len(s.pairs))
+        for name, (limit, at_least) in LIMITS.items():
+            value, bound = figures[name], getattr(bounds, limit)
+            if name not in found and (value < bound if at_least else value > bound):
+                found[name] = (sigma, round(s.true_kl, 4))
+    return found
+
+
+def _figures(pairs: Any, positions: int) -> dict[str, Any]:
+    from tp2qual.checks.agreement.scoring import figures  # the gate's own reading
+
+    return figures(pairs, positions)

@@ -6,12 +6,19 @@ from __future__ import annotations
 
 import math
 
-from logitnoise import study
+from logitnoise import first_fail, study
 
+from tp2qual.agreement_plan import TF_CATCHES
 from tp2qual.candidate import GATE_DEFAULTS
 from tp2qual.checks.agreement.scoring import Bounds, _kl, figures, judge
 
 TF = Bounds.from_settings(GATE_DEFAULTS["agreement"], "tf")
+_BY_FIGURE = {  # --plan's figure names -> logitnoise's
+    "mean |Δ|": "mean_abs_delta",
+    "p99 |Δ|": "p99_abs_delta",
+    "top-1 (argmax flips)": "top1_agreement",
+    "KL": "mean_kl",
+}
 
 
 def _judged(sigma: float = 0.0, sharpen: float = 1.0) -> tuple[dict, bool]:
@@ -48,3 +55,26 @@ def test_the_estimate_is_never_negative_nor_above_the_true_kl() -> None:
         kls = [_kl(d, r) for d, r in s.pairs]
         assert all(k is not None and k >= 0 for k in kls)
         assert sum(k for k in kls if k is not None) / len(kls) <= s.true_kl + 1e-12
+
+
+def test_the_default_bounds_fail_the_faults_plan_says_and_a_4bit_size_fault() -> None:
+    """--plan's table (agreement_plan.TF_CATCHES) is what first_fail measures on the
+    defaults; noise of true KL >= 0.03 nat/token (sigma 0.4) FAILs, the old defaults passed it."""
+    measured = first_fail(TF)
+    assert {name: measured[key] for name, key in _BY_FIGURE.items()} == {
+        name: (sigma, kl) for name, (_, sigma, kl) in TF_CATCHES.items()
+    }
+    s = study(sigma=0.4)
+    assert s.true_kl >= 0.03
+    _, ok = _judged(sigma=0.4)
+    assert not ok
+    old = Bounds(0.1, 1.0, 0.9, 0.05, 0.9)  # the defaults before issue 40
+    found = figures(s.pairs, len(s.pairs))
+    assert judge(found, old, "teacher forcing").ok
+
+
+def test_healthy_noise_passes_the_defaults_in_five_seeds() -> None:
+    """sigma 0.1: the size of the healthy pairs on record (mean |Δ| about 0.02)."""
+    for seed in range(5):
+        s = study(sigma=0.1, seed=seed * 10)
+        assert judge(figures(s.pairs, len(s.pairs)), TF, "teacher forcing").ok
