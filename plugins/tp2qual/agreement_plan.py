@@ -58,9 +58,9 @@ def agreement_lines(candidate: Candidate) -> list[str]:
     n, alpha, most = int(s["accuracy_items"]), float(s["accuracy_alpha"]), s["accuracy_max_drop"]
     if not n:
         return [*lines, "accuracy: no items asked (accuracy_items = 0)"]
-    seen = []
+    gain, seen = float(s["accuracy_gain_rate"]), []
     for p_ref in (0.9, 0.5, 0.1):
-        drop = detectable_drop(n, p_ref, alpha)
+        drop = detectable_drop(n, p_ref, alpha, gain=gain)
         said = "none" if drop is None else f"{drop:.3f}"
         judged = drop is not None and drop <= most
         seen.append(f"{p_ref:.0%}: D {said}{'' if judged else ' (not judged: no power)'}")
@@ -68,5 +68,6 @@ def agreement_lines(candidate: Candidate) -> list[str]:
         *lines,
         f"accuracy: {n} items at most, {s['accuracy_max_tokens']} tokens each (an item cut by "
         f"it is counted, not scored); a drop judged where D <= {most} at alpha {alpha}",
-        "  smallest detectable drop D at reference accuracy " + "; ".join(seen),
+        f"  smallest detectable drop D (80 % power, a {gain:.0%} prior share of the reference's "
+        f"wrong items gained back) at reference accuracy " + "; ".join(seen),
     ]

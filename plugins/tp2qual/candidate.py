@@ -88,6 +88,10 @@ GATE_DEFAULTS: dict[str, dict[str, Any]] = {
         "accuracy_max_tokens": 96,
         "accuracy_alpha": 0.05,
         "accuracy_max_drop": 0.1,
+        # A stated prior: a fifth of the reference's wrong items come back by TP-level churn
+        # alone (a reasoning serve at temperature 0 flips items both ways); the power is sized
+        # at it or the pair's own gain share, whichever is larger (checks.accuracy.drop_power).
+        "accuracy_gain_rate": 0.2,
     },
     "throughput": {"samples": 5, "warmup": 1, "prompt_words": 96, "max_tokens": 128, "floors": {}},
     "nccl": {"probe_timeout_s": 120.0},

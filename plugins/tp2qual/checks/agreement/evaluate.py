@@ -221,6 +221,7 @@ def _accuracy(out: Evaluation, lines: list[Mapping[str, Any]], settings: Mapping
         own, theirs if with_reference else None,
         alpha=float(settings["accuracy_alpha"]), max_drop=float(settings["accuracy_max_drop"]),
         planned=int(settings["accuracy_items"]) if stopped else None,
+        gain_rate=float(settings["accuracy_gain_rate"]),
     )  # fmt: skip
     m = verdict.measures
     out.claims |= {k if k in _AS_IS else f"accuracy_{k}": v for k, v in m.items()}
