@@ -168,6 +168,8 @@ def detectable_drop(
     if n <= 0 or p_ref <= 0 or correct < drop_threshold(alpha):
         return None
     most = p_ref - (1 - p_ref) * gain  # every right item lost (q = 1), net of the gains
+    if most <= 0:  # the churn alone gains back more than there is to lose: no drop to see
+        return None
     grid = [i / 1000 for i in range(1, math.floor(most * 1000 + 1e-9) + 1)]
     if not grid or grid[-1] < most:
         grid.append(most)
