@@ -17,10 +17,12 @@ import tp2qual
 from tp2qual.candidate import GATE_DEFAULTS
 from tp2qual.checks.accuracy import (
     detectable_drop,
+    drop_power,
     drop_threshold,
     generate,
     items_needed,
     judge_accuracy,
+    lost_needed,
     mcnemar_drop_p,
     score,
     settled,
@@ -147,7 +149,7 @@ def test_a_small_healthy_set_is_not_judged_either() -> None:
     verdict = judge_accuracy(answers(10, 9), answers(10, 9), alpha=0.05, max_drop=0.1)
     assert verdict.measures["judgement"] == (
         "not judged: no power (n=10, reference accuracy 0.9, smallest detectable drop D=0.571 > "
-        "max 0.1)"
+        "max 0.1 at gain rate 0)"
     )
     assert verdict.measures["judged"] is False
 
@@ -156,7 +158,7 @@ def test_a_large_healthy_set_has_the_power_and_finds_no_drop() -> None:
     verdict = judge_accuracy(answers(70, 63), answers(70, 63), alpha=0.05, max_drop=0.1)
     m = verdict.measures
     assert verdict.ok and m["judged"] is True and m["detectable_drop"] <= 0.1
-    assert m["judgement"] == "no drop detected (D=0.094 at 80 % power)"
+    assert m["judgement"] == "no drop detected (D=0.094 at 80 % power, gain rate 0)"
     assert (m["paired_items"], m["lost"], m["gained"], m["p_drop"]) == (70, 0, 0, 1.0)
 
 
@@ -225,7 +227,7 @@ def test_an_identical_healthy_run_stops_once_it_cannot_become_significant() -> N
     early = judge_accuracy(
         dict(list(ref.items())[:asked]), ref, alpha=0.05, max_drop=0.1, planned=70
     )
-    assert early.measures["judgement"] == "no drop detected (D=0.094 at 80 % power)"
+    assert early.measures["judgement"] == "no drop detected (D=0.094 at 80 % power, gain rate 0)"
 
 
 def test_a_collapse_stops_once_it_must_be_significant() -> None:
@@ -252,3 +254,34 @@ def test_settled_is_exact_at_the_boundary() -> None:
     assert settled(answers(5, 0), answers(5, 5), remaining=0, alpha=0.05) is not None
     with pytest.raises(ValueError, match="remaining"):
         settled(own, ref, remaining=-1, alpha=0.05)
+
+
+@pytest.mark.parametrize(("gain", "expected"), [(0.0, 0.84), (0.2, 0.64), (0.4, 0.53), (0.6, 0.45)])
+def test_two_way_churn_costs_power_as_issue_40_tabled(gain: float, expected: float) -> None:
+    """70 items, a reference at 90 %, a true drop of 0.10: the power falls as the serve gains
+    back a share of the reference's wrong items (issue 40's table)."""
+    assert round(drop_power(70, 0.9, 0.1, 0.05, gain), 2) == expected
+
+
+def test_churn_raises_the_detectable_drop_and_the_items_needed() -> None:
+    assert [detectable_drop(70, 0.9, 0.05, gain=g) for g in (0.0, 0.2)] == [0.094, 0.124]
+    assert [items_needed(0.9, 0.05, 0.1, gain=g) for g in (0.0, 0.2)] == [67, 91]
+    assert all(lost_needed(g, 0.05) >= lost_needed(g - 1, 0.05) for g in range(1, 40))
+    assert (
+        mcnemar_drop_p(lost_needed(3, 0.05), 3)
+        < 0.05
+        <= mcnemar_drop_p(lost_needed(3, 0.05) - 1, 3)
+    )
+
+
+def test_the_pairs_own_gain_share_blinds_the_test_when_larger_than_the_prior() -> None:
+    """70 items, 63 right on the reference; the serve gained 4 of its 7 wrong and lost 4:
+    judged at gain 4/7, the test cannot see 0.1 and says so."""
+    ref = answers(70, 63)
+    own = dict(ref)
+    right = [i for i, v in ref.items() if v][:4]
+    wrong = [i for i, v in ref.items() if not v][:4]
+    own |= {i: False for i in right} | {i: True for i in wrong}
+    m = judge_accuracy(own, ref, alpha=0.05, max_drop=0.1, gain_rate=0.2).measures
+    assert m["gain_rate"] == round(4 / 7, 6) and m["judged"] is False
+    assert m["judgement"].startswith("not judged: no power (n=70")

@@ -122,3 +122,36 @@ def test_a_throughput_samples_timestamps(run_dir: Path) -> None:
     tamper(run_dir, "throughput.jsonl", "sample#2", later)
     found = named(run_dir, "throughput.jsonl sample#2")
     assert any("throughput_samples.jsonl ttft_s recorded" in d for d in found)
+
+
+def _transcript_line(run_dir: Path, item: str, change: Callable[[dict], None]) -> None:
+    path = run_dir / NAME / "agreement_transcript.jsonl"
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    (hit,) = [r for r in records if r.get("kind") == "accuracy" and r.get("id") == item]
+    change(hit)
+    path.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
+    write_manifest(run_dir, run_id=run_dir.name, final=True, interrupted=False)
+
+
+def test_a_tampered_correct_on_an_accuracy_line_is_named_by_its_item(run_dir: Path) -> None:
+    """arith-002's reply ends "20" (the answer is 11): a line rewritten to say correct is
+    re-scored from the raw reply and named (beside the claims' stamps, which the rewritten
+    transcript no longer matches)."""
+    _transcript_line(run_dir, "arith-002", lambda line: line.update(correct=True))
+    result = verify_run(run_dir)
+    assert not result.ok
+    found = [p.detail for p in result.problems if p.where == f"{NAME}/agreement.jsonl"]
+    assert any("item:arith-002 correct" in line for line in found), [
+        p.line() for p in result.problems
+    ]
+
+
+def test_a_reply_rewritten_to_a_wrong_number_under_a_correct_line_is_named(run_dir: Path) -> None:
+    """arith-000 was answered 6, correctly: its raw reply now says 43, the line still correct."""
+
+    def wrong(record: dict) -> None:
+        _content(record)["content"] = "The answer is 43"
+
+    tamper(run_dir, "agreement.jsonl", "item:arith-000", wrong)
+    found = named(run_dir, "agreement.jsonl")
+    assert any("item:arith-000 correct" in line for line in found), found

@@ -3,9 +3,33 @@ near-bound prompt's size, and the smallest accuracy drop its item count can see.
 
 from __future__ import annotations
 
-from tp2qual.candidate import Candidate
+from tp2qual.candidate import GATE_DEFAULTS, Candidate
 from tp2qual.checks.accuracy import detectable_drop
 from tp2qual.engines import engine_for
+
+# The smallest fault each default teacher-forced bound FAILs: Gaussian logit noise of sigma,
+# and the true KL per token there, on the synthetic pairs of tests/logitnoise.py (400
+# positions; test_agreement_power.py recomputes this table with ``first_fail``). Figure ->
+# (setting, sigma, true KL nat/token).
+TF_CATCHES = {
+    "mean |Δ|": ("tf_max_mean_abs_delta", 0.28, 0.0152),
+    "p99 |Δ|": ("tf_max_p99_abs_delta", 0.26, 0.0131),
+    "top-1 (argmax flips)": ("tf_min_top1_agreement", 0.88, 0.1565),
+    "KL": ("tf_max_mean_kl", 0.28, 0.0152),
+}
+
+
+def tf_catch_lines(settings: dict[str, object]) -> list[str]:
+    """Each teacher-forced bound with the smallest fault it FAILs, where the bound is the
+    default the table was measured on; a changed bound says its fault size is not measured."""
+    lines = []
+    for figure, (key, sigma, kl) in TF_CATCHES.items():
+        if settings[key] == GATE_DEFAULTS["agreement"][key]:
+            said = f"FAILs logit noise sigma >= {sigma} (true KL {kl} nat/token)"
+        else:
+            said = "fault size not measured for this bound (tests/logitnoise.first_fail)"
+        lines.append(f"  teacher-forced {figure} bound {settings[key]}: {said}")
+    return lines
 
 
 def agreement_lines(candidate: Candidate) -> list[str]:
@@ -29,13 +53,14 @@ def agreement_lines(candidate: Candidate) -> list[str]:
         f"{s['self_max_mean_abs_delta']}, teacher-forced <= {s['tf_max_mean_abs_delta']}",
         f"near the bound: a prompt of about {near} tokens ({s['near_bound_fill']:.0%} of "
         f"{candidate.max_model_len}), {s['near_bound_max_tokens']} tokens decoded",
+        *tf_catch_lines(s),
     ]
     n, alpha, most = int(s["accuracy_items"]), float(s["accuracy_alpha"]), s["accuracy_max_drop"]
     if not n:
         return [*lines, "accuracy: no items asked (accuracy_items = 0)"]
-    seen = []
+    gain, seen = float(s["accuracy_gain_rate"]), []
     for p_ref in (0.9, 0.5, 0.1):
-        drop = detectable_drop(n, p_ref, alpha)
+        drop = detectable_drop(n, p_ref, alpha, gain=gain)
         said = "none" if drop is None else f"{drop:.3f}"
         judged = drop is not None and drop <= most
         seen.append(f"{p_ref:.0%}: D {said}{'' if judged else ' (not judged: no power)'}")
@@ -43,5 +68,6 @@ def agreement_lines(candidate: Candidate) -> list[str]:
         *lines,
         f"accuracy: {n} items at most, {s['accuracy_max_tokens']} tokens each (an item cut by "
         f"it is counted, not scored); a drop judged where D <= {most} at alpha {alpha}",
-        "  smallest detectable drop D at reference accuracy " + "; ".join(seen),
+        f"  smallest detectable drop D (80 % power, a {gain:.0%} prior share of the reference's "
+        f"wrong items gained back) at reference accuracy " + "; ".join(seen),
     ]

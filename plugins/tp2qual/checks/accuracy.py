@@ -90,42 +90,92 @@ def drop_threshold(alpha: float) -> int:
     return k
 
 
-def _at_least(k: int, n: int, q: float) -> float:
-    """P(Binomial(n, q) >= k), summed over the k terms below (k is small: 5 at alpha 0.05)."""
-    if k <= 0:
-        return 1.0
-    if k > n:
+_NEEDED: dict[float, list[int]] = {}  # alpha -> lost_needed for gained 0, 1, 2, ...
+
+
+def lost_needed(gained: int, alpha: float) -> int:
+    """The fewest lost items for which the exact drop test is significant at ``alpha`` when
+    ``gained`` items were gained (``drop_threshold`` at none). It never falls as ``gained``
+    grows, so each is searched from the one before and kept (a pure cache)."""
+    known = _NEEDED.setdefault(alpha, [drop_threshold(alpha)])
+    while len(known) <= gained:
+        g, k = len(known), known[-1]
+        while mcnemar_drop_p(k, g) >= alpha:
+            k += 1
+        known.append(k)
+    return known[gained]
+
+
+def _pmf(n: int, q: float) -> list[float]:
+    """Binomial(n, q) probabilities, in log space so thousands of items neither under- nor
+    overflow."""
+    if q <= 0 or q >= 1:
+        return [float(k == (n if q >= 1 else 0)) for k in range(n + 1)]
+    lq, lr = math.log(q), math.log1p(-q)
+    base = math.lgamma(n + 1)
+    return [
+        math.exp(base - math.lgamma(k + 1) - math.lgamma(n - k + 1) + k * lq + (n - k) * lr)
+        for k in range(n + 1)
+    ]
+
+
+def drop_power(n: int, p_ref: float, drop: float, alpha: float, gain: float = 0.0) -> float:
+    """The chance that the exact one-sided paired McNemar test over ``n`` items finds a true
+    drop ``drop`` significant at ``alpha``, when the serve churns both ways.
+
+    Conditional on the reference's answers (the paired test's own conditioning): it answers
+    ``c = round(n * p_ref)`` items right and ``w = n - c`` wrong. The serve gains each of the
+    ``w`` with probability ``gain`` (numeric noise that flips items both ways) and loses each
+    of the ``c`` with probability ``q = (drop + (1 - p_ref) * gain) / p_ref``, so the expected
+    net loss is ``n * drop`` (up to the rounding of ``c``: q is kept a smooth function of the
+    drop, so the detectable drop falls steadily with n). Power = Σ_g P(gained = g) ·
+    P(lost >= lost_needed(g)). With ``gain`` 0 every discordant item is a lost one (the
+    one-sided model this suite used before issue 40). A drop too large for the churn
+    (``q`` > 1) is impossible: power 0."""
+    correct = round(n * p_ref)
+    wrong = n - correct
+    if n <= 0 or correct <= 0:
         return 0.0
-    below = sum(math.comb(n, j) * q**j * (1 - q) ** (n - j) for j in range(k))
-    return max(0.0, 1.0 - below)
+    q = (drop + (1 - p_ref) * gain) / p_ref
+    if q > 1 + 1e-12:
+        return 0.0
+    lost = _pmf(correct, min(1.0, q))
+    tail = [0.0] * (correct + 2)  # tail[k] = P(lost >= k)
+    for k in range(correct, -1, -1):
+        tail[k] = tail[k + 1] + lost[k]
+    total = 0.0
+    for g, chance in enumerate(_pmf(wrong, gain)):
+        if chance < 1e-15:  # no weight (all but g = 0 at gain 0): spare the exact threshold
+            continue
+        need = lost_needed(g, alpha)
+        total += chance * (tail[need] if need <= correct else 0.0)
+    return min(1.0, total)
 
 
-def detectable_drop(n: int, p_ref: float, alpha: float, power: float = 0.8) -> float | None:
+def detectable_drop(
+    n: int, p_ref: float, alpha: float, power: float = 0.8, gain: float = 0.0
+) -> float | None:
     """The smallest true drop D in accuracy (``p_ref`` to ``p_ref - D``, on a 0.001 grid) that
-    the exact one-sided paired McNemar test over ``n`` items detects with ``power``; None when
-    even losing every item the reference got right is not detected so often.
+    the exact one-sided paired McNemar test over ``n`` items detects with ``power`` when the
+    serve gains back a share ``gain`` of the items the reference got wrong (``drop_power``);
+    None when even the largest drop that churn allows is not detected so often.
 
-    The model, conditional on the reference's answers (the paired test's own conditioning:
-    they are fixed data, only the serve under test's answers vary): the reference answers
-    ``c = round(n * p_ref)`` items right; the serve under test loses each of them independently
-    with probability ``D / p_ref`` and gains none (every discordant item is a lost one, as for
-    a serve that is numerically the reference's except where it breaks). With no gain the
-    exact test is significant exactly when ``lost >= k_min = drop_threshold(alpha)`` (5 at
-    0.05), so the power is ``P(Binomial(c, D / p_ref) >= k_min)``. Any gained item only raises
-    the p-value, so under churn in both directions the real smallest detectable drop is larger:
-    this D is a lower bound, and a D above the allowed drop proves the test powerless. The
-    expected loss is ``n * D`` whatever ``p_ref``, so D hardly depends on ``p_ref`` once
-    ``c >= k_min``. The power grows with D and with n, so D is found by bisection over the
-    grid."""
-    k_min, correct = drop_threshold(alpha), round(n * p_ref)
-    if n <= 0 or p_ref <= 0 or correct < k_min:
+    Gained items raise the p-value and widen the lost count's spread, so D grows with
+    ``gain``: at 70 items and a reference at 90 %, a drop of 0.10 is seen with power 0.84,
+    0.64, 0.53, 0.45 at gain 0, 0.2, 0.4, 0.6. The power grows with D, so D is found by
+    bisection over the grid."""
+    correct = round(n * p_ref)
+    if n <= 0 or p_ref <= 0 or correct < drop_threshold(alpha):
         return None
-    grid = [i / 1000 for i in range(1, math.floor(p_ref * 1000 + 1e-9) + 1)]
-    if not grid or grid[-1] < p_ref:
-        grid.append(p_ref)
+    most = p_ref - (1 - p_ref) * gain  # every right item lost (q = 1), net of the gains
+    if most <= 0:  # the churn alone gains back more than there is to lose: no drop to see
+        return None
+    grid = [i / 1000 for i in range(1, math.floor(most * 1000 + 1e-9) + 1)]
+    if not grid or grid[-1] < most:
+        grid.append(most)
 
     def enough(d: float) -> bool:
-        return _at_least(k_min, correct, min(1.0, d / p_ref)) >= power
+        return drop_power(n, p_ref, d, alpha, gain) >= power
 
     if not enough(grid[-1]):
         return None
@@ -137,13 +187,19 @@ def detectable_drop(n: int, p_ref: float, alpha: float, power: float = 0.8) -> f
 
 
 def items_needed(
-    p_ref: float, alpha: float, max_drop: float, power: float = 0.8, limit: int = 2000
+    p_ref: float,
+    alpha: float,
+    max_drop: float,
+    power: float = 0.8,
+    limit: int = 2000,
+    gain: float = 0.0,
 ) -> int | None:
-    """The fewest items over which ``detectable_drop`` is at most ``max_drop`` (None when more
-    than ``limit`` would be needed). D falls as n grows, so n is found by bisection."""
+    """The fewest items over which ``detectable_drop`` (at ``gain``) is at most ``max_drop``
+    (None when more than ``limit`` would be needed). D falls as n grows, so n is found by
+    bisection."""
 
     def enough(n: int) -> bool:
-        d = detectable_drop(n, p_ref, alpha, power)
+        d = detectable_drop(n, p_ref, alpha, power, gain)
         return d is not None and d <= max_drop
 
     if not enough(limit):
@@ -200,6 +256,7 @@ def judge_accuracy(
     alpha: float,
     max_drop: float,
     planned: int | None = None,
+    gain_rate: float = 0.0,
 ) -> Verdict:
     """Accuracy with its interval; with a reference, the paired drop test on the items both
     scored, and whether that test had the power to see a drop of ``max_drop``.
@@ -207,7 +264,11 @@ def judge_accuracy(
     ``planned``: the items the run meant to ask, when it stopped early because ``settled``
     said the outcome was certain. Such a stop gives the outcome the full run would have, so the
     power is the full run's: the paired items plus those not asked (items asked but cut count
-    for nothing). Without it, the paired items alone."""
+    for nothing). Without it, the paired items alone.
+
+    ``gain_rate``: the stated prior share of the reference's wrong items a serve gains back by
+    churn alone; the power is computed at it or at the share this pair shows, whichever is
+    larger (a drop test that churn blinds must not claim the power of a one-way model)."""
     scored = [v for v in own.values() if v is not None]
     n, correct = len(scored), sum(scored)
     low, high = wilson(correct, n)
@@ -225,7 +286,9 @@ def judge_accuracy(
     p = mcnemar_drop_p(lost, gained)
     p_ref = sum(bool(ref[i]) for i in shared) / len(shared) if shared else None
     power_n = len(shared) + max(0, planned - len(own)) if planned is not None else len(shared)
-    d = detectable_drop(power_n, p_ref, alpha) if p_ref is not None else None
+    wrong = sum(not ref[i] for i in shared)
+    gain = max(gain_rate, gained / wrong if wrong else 0.0)
+    d = detectable_drop(power_n, p_ref, alpha, gain=gain) if p_ref is not None else None
     measures |= {
         "paired_items": len(shared),
         "lost": lost,
@@ -233,6 +296,7 @@ def judge_accuracy(
         "p_drop": round(p, 6),
         "reference_accuracy": round(p_ref, 6) if p_ref is not None else None,
         "detectable_drop": d,
+        "gain_rate": round(gain, 6),
     }
     if p < alpha:
         return Verdict.failed(
@@ -244,14 +308,18 @@ def judge_accuracy(
         )
     if d is None or d > max_drop:
         return Verdict.passed(
-            **measures, judged=False, judgement=_no_power(power_n, p_ref, d, alpha, max_drop)
+            **measures, judged=False, judgement=_no_power(power_n, p_ref, d, alpha, max_drop, gain)
         )
     return Verdict.passed(
-        **measures, judged=True, judgement=f"no drop detected (D={d:g} at 80 % power)"
+        **measures,
+        judged=True,
+        judgement=f"no drop detected (D={d:g} at 80 % power, gain rate {gain:.2g})",
     )
 
 
-def _no_power(n: int, p_ref: float | None, d: float | None, alpha: float, max_drop: float) -> str:
+def _no_power(
+    n: int, p_ref: float | None, d: float | None, alpha: float, max_drop: float, gain: float
+) -> str:
     """The judgement of a test too weak to see the allowed drop: n, the reference's accuracy
     and the smallest drop it detects (none at all: why)."""
     if p_ref is None:
@@ -262,5 +330,5 @@ def _no_power(n: int, p_ref: float | None, d: float | None, alpha: float, max_dr
             f"{drop_threshold(alpha)} lost"
         )
     else:
-        why = f"smallest detectable drop D={d:g} > max {max_drop:g}"
+        why = f"smallest detectable drop D={d:g} > max {max_drop:g} at gain rate {gain:.2g}"
     return f"not judged: no power (n={n}, reference accuracy {p_ref:.3g}, {why})"

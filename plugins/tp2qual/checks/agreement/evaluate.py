@@ -221,6 +221,8 @@ def _accuracy(out: Evaluation, lines: list[Mapping[str, Any]], settings: Mapping
         own, theirs if with_reference else None,
         alpha=float(settings["accuracy_alpha"]), max_drop=float(settings["accuracy_max_drop"]),
         planned=int(settings["accuracy_items"]) if stopped else None,
+        # A run recorded before the setting existed was sized with no churn: verify judges as then.
+        gain_rate=float(settings.get("accuracy_gain_rate", 0.0)),
     )  # fmt: skip
     m = verdict.measures
     out.claims |= {k if k in _AS_IS else f"accuracy_{k}": v for k, v in m.items()}

@@ -5,7 +5,8 @@ The serve's lines (decodes, warm decodes, rereads) name the exchange they came f
 in ``agreement.jsonl``); each is parsed again from that exchange's raw response
 (``checks.agreement.rows``), so a line the gate wrote about itself and the engine never said is
 a mismatch. The reference's lines were copied from its own run, with their run named; the
-summary's claims are compared with ``evaluate`` of the lines.
+summary's claims are compared with ``evaluate`` of the lines. Accuracy items are re-scored
+from their replies and the early stop recomputed (``accuracy_items``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from tp2qual.checks.agreement import OWN, REREAD, SUMMARY, WARM
 from tp2qual.checks.agreement.evaluate import evaluate
 from tp2qual.checks.agreement.rows import after, decode_rows, reread_rows
 from tp2qual.checks.verdict import Verdict
+from tp2qual.evidence.rederive.accuracy_items import check_stop, rescore
 from tp2qual.evidence.rederive.common import GateRun, Rederived, by_tag
 
 TRANSCRIPT, EXCHANGES = "agreement_transcript.jsonl", "agreement.jsonl"
@@ -31,6 +33,8 @@ def agreement(run: GateRun) -> Rederived:
     for line in body:
         if line.get("kind") in (OWN, WARM, REREAD):
             _reparse(line, exchanges.get(str(line.get("tag"))), out)
+    body = rescore(body, exchanges, out)  # accuracy items judged from their replies
+    check_stop(body, run.settings, out)
     judged = evaluate(body, run.settings)
     out.compare(TRANSCRIPT, f"{TRANSCRIPT} summary", recorded, **judged.claims)
     out.rows[TRANSCRIPT] = [*body, {**recorded, **judged.claims, "kind": SUMMARY}]
