@@ -4,7 +4,7 @@
 SmolLM2's own tokenizer adds nothing (its post_processor is a bare TemplateProcessing, and the
 GGUF says add_bos_token false). The campaign's DeepSeek tokenizers add one (add_bos_token: true),
 and vLLM and SGLang then echo it as the first row of a reread, outside the prompt's text. This
-copy lets gate 07 meet that on a real engine (candidates/smollm2-135m-vllm-bos.toml).
+copy lets gate 07 meet that on a real engine (candidates/smollm2-135m-bos-vllm.toml).
 
 The BOS is <|endoftext|> (id 0), the separator SmolLM2 was pretrained with between documents, so
 a plain-text prompt after it reads as a document's start (config.json names <|im_start|>, id 1,

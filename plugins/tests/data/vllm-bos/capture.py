@@ -2,7 +2,7 @@
 
     PYTHONPATH=plugins python plugins/tests/data/vllm-bos/capture.py
 
-Starts ``candidates/smollm2-135m-vllm-bos.toml``'s own command (127.0.0.1, a free port), asks
+Starts ``candidates/smollm2-135m-bos-vllm.toml``'s own command (127.0.0.1, a free port), asks
 gate 07's own requests (``gates.completion_body``: greedy, neutral sampling, top 5 logprobs) for
 the first shipped agreement prompts: a decode, then its reread (prompt plus answer, ``echo``,
 ``max_tokens`` 1), writes each exchange next to this script as ``<id>-decode.json`` and
@@ -27,7 +27,7 @@ from tp2qual.serving.readiness import wait_ready
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[3]
-SOURCE = ROOT / "candidates" / "smollm2-135m-vllm-bos.toml"
+SOURCE = ROOT / "candidates" / "smollm2-135m-bos-vllm.toml"
 PROMPTS = ROOT / "plugins" / "tp2qual" / "data" / "agreement_prompts.json"
 IDS = ("factual", "code", "multi-turn")
 TOP_N = 5
