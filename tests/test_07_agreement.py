@@ -62,7 +62,8 @@ from tp2qual.checks.agreement import (
 from tp2qual.checks.agreement.evaluate import evaluate
 from tp2qual.checks.agreement.near_bound import ECHO, near_bound_plan
 from tp2qual.checks.agreement.rows import (
-    after,
+    MAX_PREFIX_ROWS,
+    answer_rows,
     decode_rows,
     gives_no_logprobs,
     no_logprobs_said,
@@ -187,17 +188,25 @@ def _reread(api: Api, candidate: Candidate, record: CandidateRecord, of: str,
     assert rows is not None, f"{tag}: the reread's token logprobs are unreadable"
     if of == "self":
         _read_as_placed(candidate, tag, decoded, choice.get("logprobs"), shift, settings)
-    answer = after(rows, len(decoded["prompt"]))
+    skip, answer = answer_rows(rows, decoded["prompt"])
+    if skip is None:  # no answer to place: never "not judged: 0 positions aligned"
+        raise SuiteError(
+            f"{tag}: {engine_for(candidate.engine).title}'s echo rows do not spell the prompt "
+            f"sent, at their start or after up to {MAX_PREFIX_ROWS} rows of a special prefix "
+            f"(a BOS): the suite cannot find where the answer starts; the rows begin "
+            f"{[row['token'] for row in rows[:MAX_PREFIX_ROWS]]!r}"[:600]
+        )
     _write(record, {"kind": REREAD, "of": of, "id": decoded["id"], "tag": tag, "shift": shift,
-                    "prompt_chars": len(decoded["prompt"]), "tokens": answer or [],
-                    "boundary": answer is not None})  # fmt: skip
+                    "prompt_chars": len(decoded["prompt"]),
+                    "prefix": "".join(row["token"] for row in rows[:skip]),
+                    "tokens": answer or [], "boundary": answer is not None})  # fmt: skip
 
 
 def _read_as_placed(candidate: Candidate, tag: str, decoded: dict[str, Any], logprobs: Any,
                     shift: int, settings: dict[str, Any]) -> None:  # fmt: skip
     """The suite reads the engine's echo rows where they are: its own answer, reread, fits far
     better at another shift only when the suite misreads them (its error, not the serve's)."""
-    fits = shift_fit(decoded["tokens"], logprobs, len(decoded["prompt"]), settings["top_n"])
+    fits = shift_fit(decoded["tokens"], logprobs, decoded["prompt"], settings["top_n"])
     if (other := misread(fits, shift)) is not None:
         raise SuiteError(
             f"{tag}: {engine_for(candidate.engine).title} places its echo rows at shift {other} "

@@ -71,7 +71,7 @@ def test_a_misread_shift_is_seen_from_the_serves_own_reread() -> None:
     """Read at shift 0 (as a BOS-adding GGUF would need), llama.cpp's rows would misfit its own
     decode by nat: the gate raises that as the suite's error instead of judging the serve."""
     rows, _ = _decoded()
-    fits = shift_fit(rows, REREAD_RAW["response"]["choices"][0]["logprobs"], len(PROMPT), 5)
+    fits = shift_fit(rows, REREAD_RAW["response"]["choices"][0]["logprobs"], PROMPT, 5)
     assert fits[1] == 0.0 and fits[0] is not None and fits[0] > 1.0
     assert misread(fits, 1) is None and misread(fits, 0) == 1
 

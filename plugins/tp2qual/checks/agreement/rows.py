@@ -7,7 +7,13 @@ same engine prefilling a text (``echo`` with ``logprobs`` and one token to gener
 hold, for every token of that text, the logprob the engine gives it after the tokens before it.
 Engines place that value differently (``Engine.prompt_rows``): at its own row (vLLM, SGLang:
 shift 0), or one row early in the previous row's top list (llama-cpp-python 0.3.36: shift 1,
-its ``token_logprobs`` read one row late, ``llama_cpp/llama.py`` ``_create_completion``). Pure.
+its ``token_logprobs`` read one row late, ``llama_cpp/llama.py`` ``_create_completion``).
+
+A reread's rows may begin with tokens the text sent does not hold: a tokenizer that prepends a
+BOS has vLLM and SGLang echo it as the first row (``<|endoftext|>``, ``<s>``, DeepSeek's
+begin-of-sentence token; recorded: ``plugins/tests/data/vllm-bos/``). ``answer_rows`` finds the
+prompt's text in the rows, not at character 0, so such a prefix is skipped, never counted as
+prompt. Pure.
 """
 
 from __future__ import annotations
@@ -115,6 +121,34 @@ def after(rows: Sequence[Row], chars: int) -> list[Row] | None:
         if seen > chars:
             return None
     return [] if seen == chars else None
+
+
+# The most rows a special prefix may take before the prompt's text: a BOS is one, a chat-less
+# prefix a few; further in, the prompt's text is not where the answer's start is found.
+MAX_PREFIX_ROWS = 8
+
+
+def prefix_rows(rows: Sequence[Row], prompt: str) -> int | None:
+    """How many rows come before the prompt's text: 0 where the echo starts with it, 1 after a
+    BOS the tokenizer prepended; None when it starts at no row boundary among the first
+    ``MAX_PREFIX_ROWS`` rows (the rows do not spell the prompt sent: the suite cannot place the
+    answer)."""
+    text, seen = text_of(rows), 0
+    for i, row in enumerate(rows[: MAX_PREFIX_ROWS + 1]):
+        if text.startswith(prompt, seen):
+            return i
+        seen += len(row["token"])
+    return 0 if not prompt else None
+
+
+def answer_rows(rows: Sequence[Row], prompt: str) -> tuple[int | None, list[Row] | None]:
+    """A reread's rows after its prompt: the rows of a special prefix before the prompt's text
+    (None: the prompt's text is not found, nothing returned), and the rows after the prompt's
+    last character (None: no token boundary falls there, ``after``)."""
+    skip = prefix_rows(rows, prompt)
+    if skip is None:
+        return None, None
+    return skip, after(rows[skip:], len(prompt))
 
 
 def aligned(decoded: Sequence[Row], reread: Sequence[Row]) -> list[tuple[Row, Row]]:

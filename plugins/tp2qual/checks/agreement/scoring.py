@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tp2qual.checks.agreement.rows import Row, after, aligned, reread_rows
+from tp2qual.checks.agreement.rows import Row, aligned, answer_rows, reread_rows
 from tp2qual.checks.verdict import Verdict
 
 
@@ -153,7 +153,7 @@ KNOWN_SHIFTS = (0, 1)
 
 
 def shift_fit(
-    decoded: Sequence[Row], logprobs: Any, prompt_chars: int, top_n: int
+    decoded: Sequence[Row], logprobs: Any, prompt: str, top_n: int
 ) -> dict[int, float | None]:
     """A reread's mean |Δ| against its own decode, read at each known shift (None: nothing
     paired). A serve's reread of its own answer agrees with it at the engine's true shift; the
@@ -162,7 +162,7 @@ def shift_fit(
     candidate's FAIL."""
     fits: dict[int, float | None] = {}
     for shift in KNOWN_SHIFTS:
-        rows = after(reread_rows(logprobs, shift, top_n) or [], prompt_chars) or []
+        rows = answer_rows(reread_rows(logprobs, shift, top_n) or [], prompt)[1] or []
         fits[shift] = figures(aligned(decoded, rows), len(decoded))["mean_abs_delta"]
     return fits
 

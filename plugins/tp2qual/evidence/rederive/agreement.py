@@ -16,7 +16,7 @@ from typing import Any
 
 from tp2qual.checks.agreement import OWN, REREAD, SUMMARY, WARM
 from tp2qual.checks.agreement.evaluate import evaluate
-from tp2qual.checks.agreement.rows import after, decode_rows, reread_rows
+from tp2qual.checks.agreement.rows import answer_rows, decode_rows, reread_rows
 from tp2qual.checks.verdict import Verdict
 from tp2qual.evidence.rederive.accuracy_items import check_stop, rescore
 from tp2qual.evidence.rederive.common import GateRun, Rederived, by_tag
@@ -52,9 +52,12 @@ def _reparse(line: Mapping[str, Any], exchange: Mapping[str, Any] | None, out: R
     choice = (response.get("choices") or [{}])[0]
     logprobs = choice.get("logprobs") if isinstance(choice, Mapping) else None
     if line.get("kind") == REREAD:
-        asked = int(((exchange or {}).get("request") or {}).get("body", {}).get("logprobs") or 0)
-        rows = reread_rows(logprobs, int(line.get("shift") or 0), asked)
-        parsed = after(rows or [], int(line.get("prompt_chars") or 0)) or []
+        body = ((exchange or {}).get("request") or {}).get("body", {})
+        rows = reread_rows(logprobs, int(line.get("shift") or 0), int(body.get("logprobs") or 0))
+        # The prompt is the text sent up to the line's prompt_chars: the rule the gate placed
+        # the answer by, past any special prefix (a BOS) the engine echoed before it.
+        prompt = str(body.get("prompt") or "")[: int(line.get("prompt_chars") or 0)]
+        parsed = answer_rows(rows or [], prompt)[1] or []
         out.compare(EXCHANGES, where, {"tokens": line.get("tokens")}, tokens=parsed)
         return
     text = choice.get("text") if isinstance(choice, Mapping) else None
