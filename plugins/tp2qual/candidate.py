@@ -43,13 +43,32 @@ GATES = (
 
 # Settings a gate gets when the candidate says nothing; the candidate's table is merged on top.
 GATE_DEFAULTS: dict[str, dict[str, Any]] = {
-    "deterministic": {"repeats": 3, "seed": 1234, "max_tokens": 48, "prompts": []},
-    "repetition": {"max_tokens": 512, "prompts": [], "thresholds": {}},
+    # finish_reasons: the endings a gate allows on every request (checks/answers.py
+    # check_finish); known answers and the needle must stop, long outputs may hit their cap.
+    "deterministic": {
+        "repeats": 3,
+        "seed": 1234,
+        "max_tokens": 48,
+        "prompts": [],
+        "finish_reasons": ["stop"],
+    },
+    "repetition": {
+        "max_tokens": 512,
+        "prompts": [],
+        "thresholds": {},
+        "finish_reasons": ["stop", "length"],
+    },
     "tool_calls": {
         "modes": ["auto", "required", "named", "auto-stream", "named-stream", "result"],
         "max_tokens": 128,
     },
-    "capacity": {"fill": 0.9, "over_by": 1.25, "stream_over_bound": False, "needle_max_tokens": 16},
+    "capacity": {
+        "fill": 0.9,
+        "over_by": 1.25,
+        "stream_over_bound": False,
+        "needle_max_tokens": 16,
+        "finish_reasons": ["stop"],
+    },
     # Gate 07 (docs/agreement.md). The closeness walk: at the first differing token each side's
     # token is in the other's top_n and at most max_divergence_gap nat below its own top choice;
     # over the common prefix the chosen tokens' logprobs differ by at most max_abs_delta_logprob.
