@@ -13,6 +13,7 @@ from tp2qual.candidate import GATE_DEFAULTS
 from tp2qual.checks.answers import check_budgeted_answer, check_finish
 from tp2qual.checks.known_answers import judge_known_answer
 from tp2qual.checks.needle import judge_needle
+from tp2qual.checks.repetition import Thresholds, judge_long_output
 from tp2qual.evidence.rederive.common import GateRun
 from tp2qual.evidence.rederive.deterministic import deterministic
 
@@ -93,3 +94,16 @@ def test_verify_rederives_a_recorded_run_by_the_rule_it_ran_under() -> None:
     rows = {r["id"]: r for r in today.rows["deterministic_verdicts.jsonl"]}
     assert rows["romeo-and-juliet"]["finish_class"] == "visible budget exhausted"
     assert "Shakespeare" in rows["romeo-and-juliet"]["answer"]
+
+
+def test_a_long_output_may_hit_its_cap_but_not_inside_its_reasoning() -> None:
+    settings = GATE_DEFAULTS["repetition"]
+    allowed, thresholds = settings["finish_reasons"], Thresholds.from_mapping({})
+    essay = {"content": "Ships carried cargo across the sea for thousands of years."}
+    assert judge_long_output(essay, "length", thresholds, allowed).ok
+    thinking = {"content": None, "reasoning_content": "First, the Phoenicians built galleys."}
+    got = judge_long_output(thinking, "length", thresholds, allowed)
+    assert got.measures["finish_class"] == "reasoning budget exhausted"
+    assert judge_long_output(thinking, "length", thresholds, None).ok  # the pre-rule record
+    empty = judge_long_output({"content": ""}, "stop", thresholds, allowed)
+    assert empty.measures["finish_class"] == "no visible answer"
