@@ -14,8 +14,10 @@ from tp2qual.checks.answers import check_budgeted_answer, check_finish
 from tp2qual.checks.known_answers import judge_known_answer
 from tp2qual.checks.needle import judge_needle
 from tp2qual.checks.repetition import Thresholds, judge_long_output
+from tp2qual.checks.tool_modes import judge_result_answer
 from tp2qual.evidence.rederive.common import GateRun
 from tp2qual.evidence.rederive.deterministic import deterministic
+from tp2qual.perf.sampling import judge_ending
 
 RUN = (
     Path(__file__).with_name("data")
@@ -107,3 +109,31 @@ def test_a_long_output_may_hit_its_cap_but_not_inside_its_reasoning() -> None:
     assert judge_long_output(thinking, "length", thresholds, None).ok  # the pre-rule record
     empty = judge_long_output({"content": ""}, "stop", thresholds, allowed)
     assert empty.measures["finish_class"] == "no visible answer"
+
+
+def test_the_answer_after_a_tool_result_must_stop_with_visible_text() -> None:
+    allowed = GATE_DEFAULTS["tool_calls"]["finish_reasons"]
+    quoted = {"content": "It is 21 degrees and sunny in Paris."}
+    assert judge_result_answer(quoted, "stop", ["21"], allowed).ok
+    got = judge_result_answer(quoted, "length", ["21"], allowed)
+    assert got.measures["finish_class"] == "visible budget exhausted"
+    assert judge_result_answer(quoted, "length", ["21"], None).ok  # the pre-rule record
+    got = judge_result_answer({"content": None}, "tool_calls", ["21"], allowed)
+    assert got.measures["finish_class"] == "no visible answer"
+
+
+def _chunk(finish: str | None = None, **delta: str) -> dict:
+    return {"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+
+def test_a_throughput_sample_may_be_capped_but_must_show_text() -> None:
+    allowed = GATE_DEFAULTS["throughput"]["finish_reasons"]
+    timed = {"ok": True, "decode_tok_s": 40.0}
+    capped = [_chunk(content="Water "), _chunk(content="flows"), _chunk("length")]
+    assert judge_ending(timed, capped, allowed) == timed | {"finish_reason": "length"}
+    thinking = [_chunk(reasoning_content="Let me "), _chunk("length", reasoning_content="plan")]
+    got = judge_ending(timed, thinking, allowed)
+    assert not got["ok"] and got["finish_class"] == "reasoning budget exhausted"
+    assert judge_ending(timed, thinking, None) == timed  # the pre-rule record
+    odd = judge_ending(timed, [_chunk(content="Water"), _chunk("abort")], allowed)
+    assert odd["finish_class"] == "unexpected finish reason 'abort'"

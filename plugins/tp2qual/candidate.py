@@ -61,6 +61,9 @@ GATE_DEFAULTS: dict[str, dict[str, Any]] = {
     "tool_calls": {
         "modes": ["auto", "required", "named", "auto-stream", "named-stream", "result"],
         "max_tokens": 128,
+        # the answer after the tool's result; the calls end as the engine's rule says
+        # (engines/*.py tool_finish, checks/toolcalls.py expected_finish)
+        "finish_reasons": ["stop"],
     },
     "capacity": {
         "fill": 0.9,
@@ -103,7 +106,14 @@ GATE_DEFAULTS: dict[str, dict[str, Any]] = {
         "accuracy_alpha": 0.05,
         "accuracy_max_drop": 0.1,
     },
-    "throughput": {"samples": 5, "warmup": 1, "prompt_words": 96, "max_tokens": 128, "floors": {}},
+    "throughput": {
+        "samples": 5,
+        "warmup": 1,
+        "prompt_words": 96,
+        "max_tokens": 128,
+        "floors": {},
+        "finish_reasons": ["stop", "length"],  # a sample capped at max_tokens is still timed
+    },
     "nccl": {"probe_timeout_s": 120.0},
 }
 
