@@ -298,7 +298,8 @@ def stream(tag: str, ttft: float, rate: float, tokens: int = 128) -> dict:
     ]
     ended = {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}  # as engines do
     last = {"choices": [], "usage": {"completion_tokens": tokens, "prompt_tokens": 99}}
-    chunks += [{"t": ttft + tokens / rate, "data": ended}, {"t": ttft + tokens / rate, "data": last}]
+    end = ttft + tokens / rate
+    chunks += [{"t": end, "data": ended}, {"t": end, "data": last}]
     body = {"model": "tiny", "stream": True}
     request = {"method": "POST", "path": "/v1/chat/completions", "body": body}
     return {"tag": tag, "at": 1767225600.0, "request": request, "status": 200, "chunks": chunks,
