@@ -3,7 +3,9 @@
 Pass means: at temperature 0 with a fixed seed, every known-answer prompt is answered correctly
 (normalised match; reasoning kept apart from the answer) and byte-identically on every repeat;
 a prompt that says ``expect_reasoning`` also needs reasoning the engine kept out of the answer.
-A reply cut off inside its reasoning is reported as a budget problem, not as a wrong answer.
+Every repeat must end with a finish reason in ``finish_reasons`` (default ``stop``) and a
+visible answer, even when its text holds the expected words: an answer cut at ``length`` fails
+as "visible budget exhausted", one cut inside its reasoning as "reasoning budget exhausted".
 Artifacts: every request and response (``deterministic.jsonl``) and one verdict per prompt
 (``deterministic_verdicts.jsonl``).
 """
@@ -35,7 +37,8 @@ def test_known_answers_correct_and_identical(
             reply = api.chat(f"{prompt['id']}#{i}", _body(candidate, prompt, settings))
             assert reply.status == 200, f"{prompt['id']}: HTTP {reply.status}: {reply.body}"
             replies.append((reply.message, reply.finish_reason))
-        judged = judge_known_answer(prompt, replies, settings["max_tokens"])
+        allowed = settings["finish_reasons"]
+        judged = judge_known_answer(prompt, replies, settings["max_tokens"], allowed)
         record.evidence.append_jsonl(
             "deterministic_verdicts.jsonl",
             {

@@ -4,8 +4,10 @@ Pass means: long generations (``max_tokens`` ≥ 512 where the model allows) on 
 some longer than 64 tokens, are free of degenerate output by every measure — zlib compression
 ratio, repeated n-gram fraction, a looping suffix, runs of one character or token. Short smoke
 answers miss these faults (SGLang #24321, vLLM #47241), hence the long outputs. Reasoning counts as
-output (a loop inside it is the same fault). Artifacts: the outputs and their metrics
-(``repetition_metrics.jsonl``).
+output (a loop inside it is the same fault). Every output must end with a finish reason in
+``finish_reasons`` (default ``stop`` or ``length``: a long output may hit its cap) and carry
+visible text; one cut inside its reasoning fails as "reasoning budget exhausted". Artifacts:
+the outputs and their metrics (``repetition_metrics.jsonl``).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import pytest
 
 from tp2qual.checks.answers import output_text
-from tp2qual.checks.repetition import Thresholds, check
+from tp2qual.checks.repetition import Thresholds, judge_long_output
 from tp2qual.gates import Api, Candidate, CandidateRecord, Claimer, chat_body
 
 pytestmark = pytest.mark.repetition
@@ -31,7 +33,9 @@ def test_long_outputs_are_not_degenerate(
         reply = api.chat(f"long#{i}", body)
         assert reply.status == 200, f"prompt {i}: HTTP {reply.status}: {reply.body}"
         text = output_text(reply.message)
-        verdict = check(text, thresholds)
+        verdict = judge_long_output(
+            reply.message, reply.finish_reason, thresholds, settings["finish_reasons"]
+        )
         record.evidence.append_jsonl(
             "repetition_metrics.jsonl",
             {

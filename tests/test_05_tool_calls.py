@@ -6,8 +6,9 @@ and validate against the tool's JSON Schema with no undeclared parameters, the e
 values, the finish reason the engine gives a correct call (``tool_calls``; vLLM ends a
 *named* call with ``stop``, deliberately, as OpenAI does — the verdict records which rule
 applied); a streamed call reassembles to the non-streamed one
-with its name sent once; and a follow-up turn carrying the tool result gets an answer that uses
-it (mode ``result``). Modes the candidate does not require are skipped with its written reason.
+with its name sent once; and a follow-up turn carrying the tool result gets a visible answer,
+ended as ``finish_reasons`` allows (default ``stop``), that uses it (mode ``result``). Modes the
+candidate does not require are skipped with its written reason.
 Every request — each mode's, the twin, the result turn's two — must be answered: an HTTP error
 or a reply with no message fails the candidate with the status and the body, never a suite
 error from reading a message that is not there.
@@ -18,8 +19,8 @@ from __future__ import annotations
 import pytest
 
 from tp2qual.checks.replies import reply_message
-from tp2qual.checks.tool_modes import base_mode, judge_mode, twin_tag
-from tp2qual.checks.toolcalls import check_uses_result, reassemble_stream
+from tp2qual.checks.tool_modes import base_mode, judge_mode, judge_result_answer, twin_tag
+from tp2qual.checks.toolcalls import reassemble_stream
 from tp2qual.gates import Api, Candidate, CandidateRecord, Claimer, Exchange, chat_body, messages
 
 pytestmark = pytest.mark.tool_calls
@@ -108,8 +109,9 @@ def test_tool_result_is_used(api: Api, candidate: Candidate, record: CandidateRe
     answer = api.chat(
         "result-answer", chat_body(candidate, turns, max_tokens=settings["max_tokens"])
     )
-    content = _answered(answer, "result-answer").get("content") or ""
-    verdict = check_uses_result(content, settings["result_expect"])
+    message = _answered(answer, "result-answer")
+    allowed = settings["finish_reasons"]
+    verdict = judge_result_answer(message, answer.finish_reason, settings["result_expect"], allowed)
     record.evidence.append_jsonl(
         "tool_calls_verdicts.jsonl",
         {

@@ -58,6 +58,7 @@ def test_single_stream_samples(
             f"{phase}#{i}",
             request_body(candidate, settings, n),
             candidate.served_name,
+            settings["finish_reasons"],
         )
         record.evidence.append_jsonl(SAMPLES, {"phase": phase, "i": i, **got.figures})
         assert got.stream.status == 200, (

@@ -110,10 +110,15 @@ def test_the_estimate_counts_each_gates_requests_at_the_dated_rate() -> None:
 def test_the_rate_is_the_dated_one_else_the_floor_and_says_which() -> None:
     qwen, qwen_tp1 = SHIPPED["qwen3.5-122b-a10b-nvfp4"], SHIPPED["qwen3.5-122b-a10b-nvfp4-tp1"]
     rate = dated_rate(qwen.spec["baseline"], "decode_tok_s_median")
-    assert rate is not None and rate.value == 65.0 and "2026-07-28" in rate.basis
+    # each serve's time rests on the record of its own TP size (issue 39)
+    assert rate is not None and rate.value == 67.5 and "TP2 record of 2026-08-01" in rate.basis
     assert estimate_for(qwen, {qwen_tp1.name: qwen_tp1}).decode == rate
+    tp1 = estimate_for(qwen_tp1, {}).decode
+    assert tp1.value == 78.7 and "TP1 record of 2026-07-29" in tp1.basis
     deepseek = estimate_for(SHIPPED["deepseek-v4-flash-0731"], {})
-    assert deepseek.decode.basis.startswith("no dated rate: the decode floor")
+    assert deepseek.decode.value == 11.5 and "TP2 record of 2026-08-01" in deepseek.decode.basis
+    nemotron_tp1 = estimate_for(SHIPPED["nemotron-3-super-120b-a12b-nvfp4-tp1"], {})
+    assert nemotron_tp1.decode.basis.startswith("no dated rate: the decode floor")
     assert "GiB at 0.383 GiB/s" in deepseek.load.basis
 
 

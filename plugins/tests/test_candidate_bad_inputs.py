@@ -45,7 +45,7 @@ BASE: dict[str, Any] = {
     },
     "gpus": {"count": 0, "memory_gib": 1.0},
     "serve": {"tensor_parallel_size": 1, "max_model_len": 4096},
-    "baseline": {"date": "2026-01-01", "source": "a test", "figures": {"tpot_ms": 10.0}},
+    "baseline": {"date": "2026-01-01", "source": "a test", "tp": 1, "figures": {"tpot_ms": 10.0}},
     "gates": {
         "not_applicable": {"nccl": "one GPU here"},
         "deterministic": {"prompts": [{"id": "a", "prompt": "2+2?", "expect": ["4"]}]},

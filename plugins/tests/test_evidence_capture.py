@@ -71,6 +71,8 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "text/event-stream")
         self.end_headers()
         chunks = [{"choices": [{"index": 0, "delta": {"content": "word "}}]}] * 4
+        # a real stream names how it ended (gate 08 holds every sample to its finish reasons)
+        chunks.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]})
         chunks.append({"choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 4}})
         for chunk in chunks:
             self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())

@@ -82,7 +82,7 @@ def test_a_roofline_floor_is_its_fraction_of_the_bound_with_its_source() -> None
 
 def test_a_baseline_floor_comes_only_from_a_figure_of_the_same_definition() -> None:
     rule = {"decode_tok_s_median": {"fraction": 0.8, "of": "baseline", "why": "w"}}
-    base = {"date": "2026-07-28", "source": "s", "figures": {"decode_tok_s_median": 65.0}}
+    base = {"date": "2026-07-28", "source": "s", "tp": 1, "figures": {"decode_tok_s_median": 65.0}}
     same = compare_baseline(
         {}, {**base, "definitions": {"decode_tok_s_median": "perf/sampling.py"}}
     )

@@ -296,8 +296,10 @@ def stream(tag: str, ttft: float, rate: float, tokens: int = 128) -> dict:
         {"t": ttft + k / rate, "data": {"choices": [{"index": 0, "delta": {"content": "w "}}]}}
         for k in range(tokens)
     ]
+    ended = {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}  # as engines do
     last = {"choices": [], "usage": {"completion_tokens": tokens, "prompt_tokens": 99}}
-    chunks.append({"t": ttft + tokens / rate, "data": last})
+    end = ttft + tokens / rate
+    chunks += [{"t": end, "data": ended}, {"t": end, "data": last}]
     body = {"model": "tiny", "stream": True}
     request = {"method": "POST", "path": "/v1/chat/completions", "body": body}
     return {"tag": tag, "at": 1767225600.0, "request": request, "status": 200, "chunks": chunks,

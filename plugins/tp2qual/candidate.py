@@ -43,13 +43,35 @@ GATES = (
 
 # Settings a gate gets when the candidate says nothing; the candidate's table is merged on top.
 GATE_DEFAULTS: dict[str, dict[str, Any]] = {
-    "deterministic": {"repeats": 3, "seed": 1234, "max_tokens": 48, "prompts": []},
-    "repetition": {"max_tokens": 512, "prompts": [], "thresholds": {}},
+    # finish_reasons: the endings a gate allows on every request (checks/answers.py
+    # check_finish); known answers and the needle must stop, long outputs may hit their cap.
+    "deterministic": {
+        "repeats": 3,
+        "seed": 1234,
+        "max_tokens": 48,
+        "prompts": [],
+        "finish_reasons": ["stop"],
+    },
+    "repetition": {
+        "max_tokens": 512,
+        "prompts": [],
+        "thresholds": {},
+        "finish_reasons": ["stop", "length"],
+    },
     "tool_calls": {
         "modes": ["auto", "required", "named", "auto-stream", "named-stream", "result"],
         "max_tokens": 128,
+        # the answer after the tool's result; the calls end as the engine's rule says
+        # (engines/*.py tool_finish, checks/toolcalls.py expected_finish)
+        "finish_reasons": ["stop"],
     },
-    "capacity": {"fill": 0.9, "over_by": 1.25, "stream_over_bound": False, "needle_max_tokens": 16},
+    "capacity": {
+        "fill": 0.9,
+        "over_by": 1.25,
+        "stream_over_bound": False,
+        "needle_max_tokens": 16,
+        "finish_reasons": ["stop"],
+    },
     # Gate 07 (docs/agreement.md). The closeness walk: at the first differing token each side's
     # token is in the other's top_n and at most max_divergence_gap nat below its own top choice;
     # over the common prefix the chosen tokens' logprobs differ by at most max_abs_delta_logprob.
@@ -93,7 +115,14 @@ GATE_DEFAULTS: dict[str, dict[str, Any]] = {
         # at it or the pair's own gain share, whichever is larger (checks.accuracy.drop_power).
         "accuracy_gain_rate": 0.2,
     },
-    "throughput": {"samples": 5, "warmup": 1, "prompt_words": 96, "max_tokens": 128, "floors": {}},
+    "throughput": {
+        "samples": 5,
+        "warmup": 1,
+        "prompt_words": 96,
+        "max_tokens": 128,
+        "floors": {},
+        "finish_reasons": ["stop", "length"],  # a sample capped at max_tokens is still timed
+    },
     "nccl": {"probe_timeout_s": 120.0},
 }
 

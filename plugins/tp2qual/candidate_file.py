@@ -239,6 +239,8 @@ def _with_includes(
             raise _include_error(chain, str(exc)) from None
         included = _with_includes(part, part_spec, chain)
         included.pop("reference", None)  # the including file's own (see _reference_problems)
+        if "baseline" in spec:  # a record is replaced whole, never merged key by key: a TP1
+            included.pop("baseline", None)  # file's record must not keep its TP2 file's figures
         merged = deep_merge(merged, included)
     return deep_merge(merged, {k: v for k, v in spec.items() if k != "include"})
 

@@ -9,6 +9,7 @@ apart, so a right number inside the reasoning cannot pass for a right answer.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from tp2qual.checks.verdict import Verdict
@@ -169,6 +170,36 @@ def check_reasoning_apart(answer: str, reasoning: str) -> Verdict:
     return Verdict.passed(**measures)
 
 
+def finish_class(answer: str, reasoning: str, finish_reason: str | None) -> str:
+    """Why a reply's ending is not a finished visible answer (the user's evaluator's classes,
+    anvil-serving ``references/evidence-contract.md``); judged before its words are."""
+    visible = bool(answer.strip())
+    if finish_reason == "length" and not visible and reasoning.strip():
+        return "reasoning budget exhausted"
+    if not visible:
+        return "no visible answer"
+    if finish_reason == "length":
+        return "visible budget exhausted"
+    return f"unexpected finish reason {finish_reason!r}"
+
+
+def check_finish(
+    answer: str, reasoning: str, finish_reason: str | None, allowed: Sequence[str]
+) -> Verdict:
+    """The reply ended the way its gate allows, with a visible answer: a right word in an answer
+    cut at ``length`` still fails, since the next run's cut may fall before it."""
+    measures = {"finish_reason": finish_reason, "allowed": list(allowed)}
+    if finish_reason in allowed and answer.strip():
+        return Verdict.passed(**measures)
+    cls = finish_class(answer, reasoning, finish_reason)
+    return Verdict.failed(
+        f"{cls}: ended {finish_reason!r} ({len(answer.strip())} visible, {len(reasoning)} "
+        f"reasoning characters), allowed {list(allowed)}",
+        finish_class=cls,
+        **measures,
+    )
+
+
 def check_budgeted_answer(
     answer: str,
     reasoning: str,
@@ -176,8 +207,14 @@ def check_budgeted_answer(
     max_tokens: int,
     expect: list[str],
     mode: str = "contains",
+    allowed: Sequence[str] | None = None,
 ) -> Verdict:
-    """The answer held first to its budget (``check_budget``: cut off inside reasoning is not a
-    wrong answer), then to what it should say (``check_answer``)."""
-    budget = check_budget(answer, reasoning, finish_reason, max_tokens)
-    return check_answer(answer, expect, mode) if budget.ok else budget
+    """The answer held first to its ending (``check_finish`` against the gate's ``allowed``
+    finish reasons), then to what it should say (``check_answer``). ``allowed`` None is the
+    rule a run recorded before finish reasons were judged (its settings name none): only
+    ``check_budget``, so verify re-derives such a run as it was decided."""
+    if allowed is None:
+        ending = check_budget(answer, reasoning, finish_reason, max_tokens)
+    else:
+        ending = check_finish(answer, reasoning, finish_reason, allowed)
+    return check_answer(answer, expect, mode) if ending.ok else ending

@@ -3,8 +3,8 @@
 The gate calls these on the live answer, ``verify`` on the raw record
 (evidence/rederive/capacity.py) and on the claim a passed gate made (claim_support.py): one
 rule, one copy. The needle's prompt is sized by ``needle_plan`` and must fill the bounded
-context to within ``FILL_SLACK`` of the fill that plan wants, and its answer, held to its budget,
-must name the hidden city. Pure.
+context to within ``FILL_SLACK`` of the fill that plan wants, and its answer, ended as
+``finish_reasons`` allows (default ``stop``) with visible text, must name the hidden city. Pure.
 
 The rule (issue 35): the prompt fills ``gates.capacity.fill`` of the bound where prompt and reply
 budget fit, else as much as fits: ``min(fill x bound, bound - budget - FILL_SLACK x bound)``, and
@@ -71,11 +71,15 @@ def judge_needle(
     right)."""
     text, reasoning = split_reasoning(dict(message))
     expect = needle_answer(settings)
+    # settings name no finish_reasons only in a run recorded before they were judged
+    allowed = settings.get("finish_reasons")
     verdict = check_budgeted_answer(
-        text, reasoning, finish_reason, settings["needle_max_tokens"], [expect]
+        text, reasoning, finish_reason, settings["needle_max_tokens"], [expect], "contains", allowed
     )
     fill = prompt_tokens / max_model_len if isinstance(prompt_tokens, int) else 0.0
     wanted = needle_plan(max_model_len, settings).wanted_fill
     row = {"prompt_tokens": prompt_tokens, "fill": fill, "answer": text, "expect": expect}
     reached = {"fill_wanted": wanted, "fill_reached": fill_reaches(fill, wanted)}
-    return row | reached | {"ok": verdict.ok}, verdict.reason
+    cls = verdict.measures.get("finish_class")  # only where an ending was refused
+    ended = {"finish_class": cls} if cls else {}
+    return row | reached | ended | {"ok": verdict.ok}, verdict.reason

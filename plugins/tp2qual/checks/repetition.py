@@ -17,10 +17,11 @@ Defaults are chosen so that bland but coherent small-model prose passes and loop
 from __future__ import annotations
 
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from tp2qual.checks.answers import check_finish, output_text, split_reasoning
 from tp2qual.checks.verdict import Verdict
 
 
@@ -188,3 +189,21 @@ def check(text: str, thresholds: Thresholds = DEFAULT) -> Verdict:
     if over:
         return Verdict.failed("degenerate output: " + ", ".join(over), **measures)
     return Verdict.passed(**measures)
+
+
+def judge_long_output(
+    message: Mapping[str, Any],
+    finish_reason: str | None,
+    thresholds: Thresholds,
+    allowed: Sequence[str] | None,
+) -> Verdict:
+    """Gate 04's decision on one long output, used by the gate and by verify: its ending
+    (``answers.check_finish``: a long output may end at its cap where ``allowed`` says so, never
+    without visible text), then its loops over reasoning and answer alike. ``allowed`` None is a
+    run recorded before endings were judged: loops only, as it was decided."""
+    answer, reasoning = split_reasoning(dict(message))
+    if allowed is not None:
+        ending = check_finish(answer, reasoning, finish_reason, allowed)
+        if not ending.ok:
+            return ending
+    return check(output_text(dict(message)), thresholds)

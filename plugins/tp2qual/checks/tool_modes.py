@@ -12,10 +12,11 @@ needs it (the gate sends a request, verify reads the record). Pure: no I/O of it
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from tp2qual.checks.toolcalls import check_call, check_twin, expected_finish
+from tp2qual.checks.answers import check_finish, split_reasoning
+from tp2qual.checks.toolcalls import check_call, check_twin, check_uses_result, expected_finish
 from tp2qual.checks.verdict import Verdict
 
 STREAM = "-stream"
@@ -63,3 +64,20 @@ def judge_mode(
         matches = check_twin(dict(got), *twin())
         problems += [] if matches.ok else [matches.reason]
     return verdict, problems
+
+
+def judge_result_answer(
+    message: Mapping[str, Any],
+    finish_reason: str | None,
+    expect: list[str],
+    allowed: Sequence[str] | None,
+) -> Verdict:
+    """The answer after the tool's result, used by the gate and by verify: it ends as the gate's
+    ``finish_reasons`` allow, with visible text (``answers.check_finish``), then quotes the
+    result. ``allowed`` None: a run recorded before endings were judged, quoting only."""
+    answer, reasoning = split_reasoning(dict(message))
+    if allowed is not None:
+        ending = check_finish(answer, reasoning, finish_reason, allowed)
+        if not ending.ok:
+            return ending
+    return check_uses_result(message.get("content") or "", expect)

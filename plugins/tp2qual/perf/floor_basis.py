@@ -175,8 +175,11 @@ def _baseline(key: str, comparison: Mapping[str, Any]) -> Base | str:
         return "the baseline has no such figure"
     if row.get("refused"):
         return f"the baseline figure is not compared: {row['refused']}"
-    date = (comparison.get("baseline") or {}).get("date")
-    return Base(float(row["baseline"]), f"the TP1 baseline {row['baseline']:g} ({date})", BASELINE)
+    record = comparison.get("baseline") or {}
+    date, tp = record.get("date"), record.get("tp", "?")  # the record's own TP size, never assumed
+    return Base(
+        float(row["baseline"]), f"the TP{tp} baseline {row['baseline']:g} ({date})", BASELINE
+    )
 
 
 def rule_words(key: str, rule: Mapping[str, Any], names: Mapping[str, str]) -> str:

@@ -13,8 +13,10 @@ reasoning tokens count as output (AIPerf: OSL = output + reasoning).
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from typing import Any
 
+from tp2qual.checks.answers import check_finish, split_reasoning
 from tp2qual.checks.replies import chunk_delta, content_chunks
 from tp2qual.checks.stats import percentile, summarize
 
@@ -50,6 +52,38 @@ def sample(
         "itl_p90_s": percentile(gaps, 90) if gaps else None,
         "itl_p99_s": percentile(gaps, 99) if gaps else None,
     }
+
+
+def stream_finish(chunks: list[dict[str, Any]]) -> str | None:
+    """The last finish reason a stream's choice 0 sent."""
+    found = None
+    for chunk in chunks:
+        choices = chunk.get("choices") or [{}]
+        first = choices[0] if isinstance(choices[0], dict) else {}
+        found = first.get("finish_reason") or found
+    return found
+
+
+def judge_ending(
+    figures: dict[str, Any], chunks: list[dict[str, Any]], allowed: Sequence[str] | None
+) -> dict[str, Any]:
+    """A sample whose stream ended outside the gate's ``finish_reasons``, or with no visible
+    text, is no sample (``answers.check_finish``): a capped sample is fine where ``length`` is
+    allowed, one cut inside its reasoning timed no answer. ``allowed`` None: a run recorded
+    before endings were judged, its figures as they were."""
+    if allowed is None or not figures.get("ok"):
+        return figures
+    joined = {
+        key: "".join(chunk_delta(c).get(key) or "" for c in chunks)
+        for key in ("content", "reasoning_content", "reasoning")
+    }
+    answer, reasoning = split_reasoning(joined)
+    finish = stream_finish(chunks)
+    ending = check_finish(answer, reasoning, finish, allowed)
+    if ending.ok:
+        return figures | {"finish_reason": finish}
+    cls = ending.measures["finish_class"]
+    return figures | {"ok": False, "reason": ending.reason, "finish_class": cls}
 
 
 def usage_tokens(usage: dict[str, Any] | None) -> int | None:

@@ -9,12 +9,13 @@ TTFT/TPOT/ITL definitions).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from tp2qual.candidate import Candidate
 from tp2qual.gates import chat_body
-from tp2qual.perf.sampling import output_tokens, sample, usage_tokens
+from tp2qual.perf.sampling import judge_ending, output_tokens, sample, usage_tokens
 from tp2qual.prompts import filler
 from tp2qual.serving.server import Api, Stream
 
@@ -59,10 +60,18 @@ def count_tokens(api: Api, served_name: str, stream: Stream) -> tuple[int, str]:
     return output_tokens(usage, tokenized, stream.chunks)
 
 
-def measure(api: Api, tag: str, body: dict[str, Any], served_name: str) -> Measured:
-    """Stream one request and derive its sample; a non-200 answer yields ``ok: False``."""
+def measure(
+    api: Api,
+    tag: str,
+    body: dict[str, Any],
+    served_name: str,
+    allowed: Sequence[str] | None = None,
+) -> Measured:
+    """Stream one request and derive its sample; a non-200 answer, or one ended outside the
+    ``allowed`` finish reasons (``sampling.judge_ending``), yields ``ok: False``."""
     stream = api.stream_chat(tag, body)
     if stream.status != 200:
         return Measured(stream, {"ok": False, "reason": f"HTTP {stream.status}"})
     tokens, method = count_tokens(api, served_name, stream)
-    return Measured(stream, sample(stream.chunks, stream.times, tokens, method))
+    figures = sample(stream.chunks, stream.times, tokens, method)
+    return Measured(stream, judge_ending(figures, stream.chunks, allowed))

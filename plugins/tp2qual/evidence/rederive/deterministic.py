@@ -42,7 +42,9 @@ def deterministic(run: GateRun) -> Rederived:
             continue
         out.records += len(exchanges)
         replies = [(message_of(x), finish_of(x)) for x in exchanges if x]
-        new = judge_known_answer(prompt, replies, run.settings["max_tokens"]).row()
+        # A run recorded before finish reasons were judged names none: its own rule (None).
+        allowed = run.settings.get("finish_reasons")
+        new = judge_known_answer(prompt, replies, run.settings["max_tokens"], allowed).row()
         out.compare(f"deterministic.jsonl {tags[0]}", "deterministic_verdicts.jsonl", row, **new)
         out.rows["deterministic_verdicts.jsonl"].append({**row, **new})
         for key in ("correct", "identical"):

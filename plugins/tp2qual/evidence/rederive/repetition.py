@@ -1,19 +1,19 @@
 """Gate 04 (repetition): each long output judged again for degenerate loops.
 
-From ``repetition.jsonl``, each prompt's output (``checks.answers.output_text``: reasoning and
-answer, as the gate reads it) runs through ``checks.repetition.check`` with the recorded
-thresholds; the decision (``ok``) of each ``repetition_metrics.jsonl`` row is compared, not its
-measures.
+From ``repetition.jsonl``, each prompt's output runs through the gate's rule
+(``checks.repetition.judge_long_output``: its ending, then loops over reasoning and answer) with
+the recorded thresholds and finish reasons; the decision (``ok``) of each
+``repetition_metrics.jsonl`` row is compared, not its measures.
 """
 
 from __future__ import annotations
 
-from tp2qual.checks.answers import output_text
-from tp2qual.checks.repetition import Thresholds, check
+from tp2qual.checks.repetition import Thresholds, judge_long_output
 from tp2qual.evidence.rederive.common import (
     GateRun,
     Rederived,
     by_tag,
+    finish_of,
     message_of,
     status_of,
 )
@@ -34,7 +34,9 @@ def repetition(run: GateRun) -> Rederived:
             )  # fmt: skip
             continue
         out.records += 1
-        verdict = check(output_text(message_of(exchange)), thresholds)
+        # A run recorded before endings were judged names no finish_reasons: its own rule.
+        allowed = run.settings.get("finish_reasons")
+        verdict = judge_long_output(message_of(exchange), finish_of(exchange), thresholds, allowed)
         # The decision is compared, not the measures: the gate measured the text before the
         # evidence redacted any secret in it, and a redaction changes lengths and ratios.
         out.compare(f"repetition.jsonl {tag}", "repetition_metrics.jsonl", row, ok=verdict.ok)

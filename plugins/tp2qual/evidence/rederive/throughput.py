@@ -12,7 +12,7 @@ direction (``perf.floors``). The rows re-derived are
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tp2qual.artifacts.layout import read_json_object
@@ -21,7 +21,7 @@ from tp2qual.evidence.rederive.common import GateRun, Rederived, chunks_of
 from tp2qual.evidence.throughput_reference import recorded_bases
 from tp2qual.perf import floors
 from tp2qual.perf.roofline import decode_bound
-from tp2qual.perf.sampling import FIGURES, output_tokens, sample, summary
+from tp2qual.perf.sampling import FIGURES, judge_ending, output_tokens, sample, summary
 
 # What roofline.json records of the bound's inputs (perf/comparison.py roofline_for).
 ROOFLINE_INPUTS = ("active_params_b", "bits_per_weight", "bandwidth_gbs", "tp")
@@ -30,7 +30,8 @@ ROOFLINE_INPUTS = ("active_params_b", "bits_per_weight", "bandwidth_gbs", "tp")
 def throughput(run: GateRun) -> Rederived:
     raw = run.records("throughput.jsonl")
     out = Rederived(rows={"throughput_samples.jsonl": []})
-    figures = _samples_from_streams(raw)
+    # A run recorded before endings were judged names no finish_reasons: its own rule.
+    figures = _samples_from_streams(raw, run.settings.get("finish_reasons"))
     rows = run.records("throughput_samples.jsonl", required=False)
     for row in rows:
         tag = f"{row.get('phase')}#{row.get('i')}"
@@ -60,7 +61,9 @@ def throughput(run: GateRun) -> Rederived:
     return out
 
 
-def _samples_from_streams(raw: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def _samples_from_streams(
+    raw: list[dict[str, Any]], allowed: Sequence[str] | None
+) -> dict[str, dict[str, Any]]:
     """Each measured stream's sample, as ``perf.throughput.measure`` derives it: output tokens
     counted by ``perf.sampling.output_tokens`` (``usage``, else the ``tokenize`` exchange that
     follows the stream, else its chunks)."""
@@ -82,7 +85,8 @@ def _samples_from_streams(raw: list[dict[str, Any]]) -> dict[str, dict[str, Any]
             else None
         )
         count, method = output_tokens(stream_usage(chunks), tokenized, chunks)
-        found[str(exchange.get("tag"))] = sample(chunks, times, count, method)
+        figures = sample(chunks, times, count, method)
+        found[str(exchange.get("tag"))] = judge_ending(figures, chunks, allowed)
     return found
 
 

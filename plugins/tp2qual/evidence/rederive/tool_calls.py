@@ -3,16 +3,16 @@
 From ``tool_calls.jsonl``, a mode's call (a streamed one reassembled by
 ``checks.toolcalls.reassemble_stream``) is judged by the gate's own rule
 (``checks.tool_modes.judge_mode``: the call, its argument values, a streamed mode's twin read
-from its record), and the result mode's answer through ``check_uses_result``. The rows
-re-derived are ``tool_calls_verdicts.jsonl``'s.
+from its record), and the result mode's answer through ``judge_result_answer`` (its ending,
+then ``check_uses_result``). The rows re-derived are ``tool_calls_verdicts.jsonl``'s.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from tp2qual.checks.tool_modes import judge_mode, twin_tag
-from tp2qual.checks.toolcalls import check_uses_result, reassemble_stream
+from tp2qual.checks.tool_modes import judge_mode, judge_result_answer, twin_tag
+from tp2qual.checks.toolcalls import reassemble_stream
 from tp2qual.evidence.rederive.common import (
     GateRun,
     Rederived,
@@ -41,8 +41,12 @@ def tool_calls(run: GateRun) -> Rederived:
             continue
         out.records += 1
         if mode == "result":
-            content = message_of(exchange).get("content") or ""
-            verdict = check_uses_result(content, settings["result_expect"])
+            # A run recorded before endings were judged names no finish_reasons: its own rule.
+            allowed = settings.get("finish_reasons")
+            expect = settings["result_expect"]
+            verdict = judge_result_answer(
+                message_of(exchange), finish_of(exchange), expect, allowed
+            )
             problems = [] if verdict.ok else [verdict.reason]
         else:
             problems = _judge_call(run, mode, exchange, raw)
