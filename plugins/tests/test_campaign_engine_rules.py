@@ -157,10 +157,10 @@ def test_plan_shows_floors_with_direction_and_source(
     assert re.search(r"decode_tok_s_median ≥ [0-9.]+ \(0\.03 x the roofline\)", before)
 
 
-def test_plan_refuses_qwens_tp1_rate_of_another_definition(plans: dict[str, str]) -> None:
+def test_plan_refuses_qwens_tp2_record_of_another_definition(plans: dict[str, str]) -> None:
     floors = section(plans["qwen3.5-122b-a10b-nvfp4"], "floors (gate 08)")
     assert any(
-        line.startswith("TP1 decode_tok_s_median 65 not compared: not the same definition")
+        line.startswith("dated TP2 record: decode_tok_s_median 67.5 not compared: not the same")
         for line in floors
     ), floors
 

@@ -144,7 +144,11 @@ def floor_lines(candidate: Candidate) -> list[str]:
             "earlier dated one), the roofline from NVML's bandwidth where it reads one"
         )
     refused = [r for r in comparison.get("rows", []) if r.get("refused")]
-    lines += [f"TP1 {r['figure']} {r['baseline']:g} not compared: {r['refused']}" for r in refused]
+    tp = (comparison.get("baseline") or {}).get("tp")
+    record = f"dated TP{tp} record" if tp else "dated record"  # its own TP size, never assumed
+    lines += [
+        f"{record}: {r['figure']} {r['baseline']:g} not compared: {r['refused']}" for r in refused
+    ]
     budget = candidate.time_budget(None, *_budget_floor(judged))
     lines.append(f"request budget: {budget.explain(2048)}")
     if candidate.not_applicable("throughput"):

@@ -27,7 +27,8 @@ def cell(value: Any) -> str:
 
 
 def tp1_words(row: Summary) -> str:
-    """The dated ``[baseline]`` record's status (a TP1 record in prose, not a reference run)."""
+    """The dated ``[baseline]`` record's status (a record in prose, of the TP size it states; not
+    a reference run)."""
     if row.tp1_corroborated is None:
         return "no dated baseline"
     how = "corroborated" if row.tp1_corroborated else "uncorroborated"
@@ -153,5 +154,5 @@ def _details(row: Summary) -> list[tuple[str, str]]:
         ("floors", row.floors),
         ("agreement", agreement_words(row.agreement)),
         ("accuracy", accuracy_words(row.agreement)),
-        ("dated TP1 baseline", tp1_words(row) if row.tp1_corroborated is not None else ""),
+        ("dated record", tp1_words(row) if row.tp1_corroborated is not None else ""),
     ]

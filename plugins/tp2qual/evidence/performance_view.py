@@ -85,7 +85,8 @@ def sample_charts(cand_dir: Path, floors: dict[str, Any]) -> tuple[Chart, ...]:
 
 
 def performance_context(cand_dir: Path) -> tuple[Fact, ...]:
-    """What the samples are measured against: the dated TP1 baseline and the roofline."""
+    """What the samples are measured against: the dated record (of its own TP size) and the
+    roofline."""
     comparison_ = read_json_object(cand_dir / "throughput_comparison.json") or {}
     roof = read_json_object(cand_dir / "roofline.json") or {}
     facts: list[tuple[str, str]] = []
@@ -97,7 +98,7 @@ def performance_context(cand_dir: Path) -> tuple[Fact, ...]:
         )
         facts.append(
             (
-                "TP1 baseline",
+                "dated record",
                 f"{base.get('date')} · TP{base.get('tp')} · {status} · {base.get('source')}",
             )
         )
