@@ -26,6 +26,7 @@ import pytest
 from tp2qual.serving.launchers.docker.engine import docker_client, unavailable
 
 TIERS = ("fast", "slow", "all")
+_deselected_key = pytest.StashKey[tuple[str, int]]()  # (tier run, self-tests deselected)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -57,9 +58,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
         config.stash[_deselected_key] = (tier, len(drop))
-
-
-_deselected_key = pytest.StashKey[tuple[str, int]]()
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
