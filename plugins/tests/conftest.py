@@ -26,6 +26,14 @@ import pytest
 from tp2qual.serving.launchers.docker.engine import docker_client, unavailable
 
 TIERS = ("fast", "slow", "all")
+# Three markers name the slow self-tests that must not share the cores or the Docker engines
+# with one another: .ci/run runs them one at a time, in one pytest run, beside a second run of
+# the other slow self-tests (llama.cpp behind the fault proxy, one core each):
+# - ``docker``: a Docker inner run sweeps every other run's containers as it starts
+#   (hooks/docker.py);
+# - ``vllm_server``: vLLM's CPU server binds its threads to both cores;
+# - ``paired_rates``: a floor relative to another serve's rate compares two measurements taken
+#   minutes apart, which must see the same load.
 _deselected_key = pytest.StashKey[tuple[str, int]]()  # (tier run, self-tests deselected)
 
 

@@ -48,7 +48,7 @@ from test_faults import (
 
 from tp2qual.perf.floor_keys import statistic
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.paired_rates]
 
 REF, HALF, LANE = "floors-a-reference", "floors-b-half-speed", "floors-a-reference-lane"
 CAMPAIGN = MAIN / "candidates" / "_campaign-tp2.toml"

@@ -128,6 +128,7 @@ def runnable_here(tmp_path: Path, spec: dict) -> None:
         pytest.skip(f"needs the vLLM CPU engine: {why}")
 
 
+@pytest.mark.vllm_server
 def test_real_vllm_kv_budget_under_max_model_len_is_diagnosed_with_its_figures(tmp_path: Path):
     """vLLM refuses to start when one request of max_model_len does not fit its KV budget: the
     finding of the failed start names it with the engine's figures and its own line."""

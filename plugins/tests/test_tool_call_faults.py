@@ -33,7 +33,7 @@ from test_faults import (
 
 from tp2qual.candidate import load_candidate
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.vllm_server]
 
 NAME = "fault-twin-500"
 VLLM = MAIN / "candidates" / "smollm2-135m-vllm.toml"

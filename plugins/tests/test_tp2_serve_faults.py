@@ -47,7 +47,7 @@ from tp2qual.candidate import load_candidate
 from tp2qual.hooks.candidates import why_not_runnable
 from tp2qual.serving.launchers.base import group_members, port_is_free
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.vllm_server]
 
 TP2 = MAIN / "candidates" / "smollm2-135m-vllm-tp2.toml"
 RANKFAULT = Path(__file__).with_name("rankfault")

@@ -189,6 +189,7 @@ def test_a_floor_the_run_cannot_derive_is_a_suite_error(tmp_path: Path) -> None:
     assert_nothing_left(inner, name)
 
 
+@pytest.mark.vllm_server
 def test_a_version_look_up_that_times_out_is_a_suite_error(tmp_path: Path) -> None:
     """vLLM behind the proxy's ``version_hang``: ``GET /version`` held 8 s, the suite's
     look-up gives up at 5 s. The version is unknown, not wrong: gate 02 is ERROR, not FAIL."""
