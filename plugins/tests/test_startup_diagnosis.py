@@ -148,6 +148,34 @@ def test_real_vllm_kv_budget_under_max_model_len_is_diagnosed_with_its_figures(t
     assert_nothing_left(inner, name)
 
 
+def test_real_vllm_heads_not_divisible_by_tp_is_diagnosed_in_the_engines_words(tmp_path: Path):
+    """SmolLM2-135M unpadded (9 query heads) served at TP 2 by the process launcher. No extra
+    setting is needed to make it cheap: vLLM 0.32.0 checks heads against the TP size when the API
+    server builds its config (``VllmConfig`` validation in ``create_engine_config``), before the
+    engine core or any worker starts: the server exits 7-15 s after launch on 2 shared cores, the
+    whole test takes 20-35 s (measured 2026-12-05). The finding of the failed start names the
+    heads and the TP size in the engine's own line, and its remedy never offers TP 2."""
+    name = "vllm-tp2-heads"
+    spec = vllm_spec(name, "--tensor-parallel-size", "{tp}")
+    spec["serve"]["tensor_parallel_size"] = 2
+    runnable_here(tmp_path, spec)
+    inner = run_inner(tmp_path, [name])
+    finding = inner.finding(name)
+    gate = finding["gates"][finding["failed_gate"]]
+    assert finding["verdict"] == "FAIL" and "StartupExited" in gate["reason"], gate["reason"]
+    first = next(f for f in gate["diagnosis"]["findings"] if f["severity"] != "notice")
+    assert first["rule"] == "tp_indivisible", gate["diagnosis"]
+    said = " ".join(e["text"] for e in first["evidence"])
+    assert "Total number of attention heads (9) must be divisible by tensor parallel size (2)" in (
+        said
+    ), first
+    assert "the candidate's TP is 2" in first["cause"], first
+    assert "divides 9 (1)" in first["remedy"], first  # never TP 2, which it already has
+    assert "diagnosed tp_indivisible:" in inner.proc.stdout, inner.output()
+    assert "Diagnosed (tp_indivisible" in (inner.run_dir / "report.html").read_text()
+    assert_nothing_left(inner, name)
+
+
 def test_real_vllm_bogus_reasoning_parser_fails_preflight_in_the_engines_words(tmp_path: Path):
     """A parser the engine does not have never reaches a start: the preflight's own engine
     check fails it, quoting the engine's refusal."""
