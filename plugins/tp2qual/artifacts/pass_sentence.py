@@ -85,9 +85,10 @@ def agreement_sentence(spec: Mapping[str, Any], result: Gate | None,
     accuracy = claims.get("accuracy_judgement")  # where the skipped checks do not say it
     if accuracy and claims.get("accuracy_judged") is not True and PARTS["accuracy"] not in skipped:
         skipped[PARTS["accuracy"]] = str(accuracy)
+    order = list(PARTS.values())  # in the order the gate judges them, whatever the file's
     unjudged = [
-        f"{part} ({_short(_after(why, 'not judged:'))})"
-        for part, why in skipped.items()
+        f"{part} ({_short(_after(skipped[part], 'not judged:'))})"
+        for part in sorted(skipped, key=order.index)
         if part != AGAINST
     ]
     if unjudged:
@@ -101,7 +102,10 @@ def _against(claims: Mapping[str, Any], spec: Mapping[str, Any], named: str,
         who = claims.get("reference_candidate") or named or "its reference"
         source = claims.get("reference_source")
         run = "this run" if source == "this run" else f"run {claims.get('reference_run')}"
-        return f"agrees with its reference {who} ({run})"
+        said = f"agrees with its reference {who} ({run})"
+        if reference_verdict and reference_verdict != PASS and source != "this run":
+            said += f", which {_past(reference_verdict)} in this run"  # verify names the rule
+        return said
     return _no_reference(spec, named, reference_verdict, why_not)
 
 
