@@ -47,6 +47,7 @@ class Verification:
     rechecked: Counter[str] = field(default_factory=Counter)  # gate -> raw exchanges re-checked
     rejudged: Counter[str] = field(default_factory=Counter)  # gate -> other raw records judged
     notes: list[Problem] = field(default_factory=list)  # failures that stand on their reason
+    cuts: list[Problem] = field(default_factory=list)  # gates that stopped part-way, and where
     rehashed: bool = False
     sentences: dict[str, str] = field(default_factory=dict)  # candidate -> its PASS's sentence
 
@@ -67,6 +68,7 @@ class Verification:
         rejudged = f"; other raw records re-judged: {records}" if records else ""
         rehashed = "; model bytes re-hashed" if self.rehashed else ""
         alone = f"; {len(self.notes)} failure(s) stand on their reason alone" if self.notes else ""
+        alone += "".join(f"; {p.where.split('/')[0]}: {p.detail}" for p in self.cuts)
         return (
             f"verify {self.run_dir.name}: {state} — {self.candidates} candidate(s), "
             f"{self.files} file(s), {self.claims} claim(s) in {self.seconds:.2f}s{note}"
