@@ -167,3 +167,25 @@ def test_agrees_only_where_a_reference_was_judged() -> None:
     gate = GateResult(PASSED, claims=[Claim(k, v, "t") for k, v in claims.items()])
     said = pass_sentence("PASS", spec, gate, reference_verdict="FAIL")
     assert said is not None and f"{TP1} (run {EARLIER}), which FAILED in this run;" in said
+
+
+def test_a_lane_passes_while_its_baseline_failed(
+    pair: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The path a run takes today: a lane whose gate 07 does not apply runs once its baseline
+    has an earlier PASS (``baseline_passed``), and passes while the baseline FAILs here."""
+    path = pair / TP1 / FINDING
+    data = json.loads(path.read_text())
+    data["gates"]["deterministic"].update(outcome="failed", reason="capital: expected 'Paris'")
+    data.update(verdict="FAIL", failed_gate="deterministic")
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    path = pair / TP2 / FINDING
+    data = json.loads(path.read_text())
+    data["candidate_spec"]["lane"] = {"after": TP1, "kind": "optional"}
+    data["gates"]["agreement"]["reason"] = "not applicable: its template opens <think>"
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    state_sentence(pair / TP2)
+    assert four_places(pair, TP2, capsys) == HEAD + (
+        f"gate 07 not applicable (its template opens <think>); reference {TP1} FAILED in this "
+        "run: not held against it"
+    )
