@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from tp2qual.evidence.verify import verify_run
 from tp2qual.hooks.evidence import _why
 from tp2qual.redact import Redactor
 
+ROOT = Path(__file__).resolve().parents[2]
 LOCAL = Path(__file__).with_name("data") / "smollm2-135m-local-run"
 RUN = "20260101T000000Z-aaaa"
 EARLIER = "20251201T000000Z-0000"
@@ -188,4 +190,14 @@ def test_a_lane_passes_while_its_baseline_failed(
     assert four_places(pair, TP2, capsys) == HEAD + (
         f"gate 07 not applicable (its template opens <think>); reference {TP1} FAILED in this "
         "run: not held against it"
+    )
+
+
+def test_no_reference_says_the_candidate_files_why() -> None:
+    """DeepSeek names no reference and says why (``[reference] not_applicable``): its headline."""
+    spec = tomllib.loads((ROOT / "candidates" / "deepseek-v4-flash-0731.toml").read_text())
+    gate = GateResult(PASSED, claims=[Claim("self_judgement", "agrees", "t")])
+    said = pass_sentence("PASS", spec, gate)
+    assert said == HEAD + (
+        "gate 07 no reference (No TP1 serve of this model fits one GPU); judged: self-consistency"
     )

@@ -156,7 +156,8 @@ def _after(text: str, prefix: str) -> str:
 
 
 def _first_sentence(text: str) -> str:
-    return text.partition(". ")[0]
+    """The headline of a written reason ("No TP1 serve of this model fits one GPU: 304 B …")."""
+    return text.partition(". ")[0].partition(": ")[0]
 
 
 def _short(text: str) -> str:
