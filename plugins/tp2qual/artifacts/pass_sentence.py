@@ -117,7 +117,9 @@ def _no_reference(spec: Mapping[str, Any], named: str, reference_verdict: str | 
     if named:
         why = _short(_after(why_not, "not judged:")) or "not judged against"
         return f"reference {named}: {why}"
-    why = " ".join(str((spec.get("reference") or {}).get("not_applicable") or "").split())
+    reference = spec.get("reference")
+    written = reference.get("not_applicable") if isinstance(reference, Mapping) else None
+    why = " ".join(str(written or "").split())
     return f"no reference ({_short(_first_sentence(why)) or 'none named'})"
 
 
