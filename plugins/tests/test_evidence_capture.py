@@ -286,7 +286,8 @@ def test_a_finished_run_passes_verifies_and_is_summarised(project: pytest.Pytest
     assert "PASS" in (run_dir / "report.html").read_text()
     result.stdout.re_match_lines(
         [
-            rf"PASS\s+{NAME}\s+no failed gate\s+report: .*report\.html#"
+            rf"PASS\s+{NAME}\s+PASS: every gate passed or did not apply; gate 07 .*"
+            rf"report: .*report\.html#"
             rf"{NAME}"
         ]
     )

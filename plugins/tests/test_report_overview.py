@@ -262,9 +262,9 @@ def test_agreement_and_accuracy_are_a_few_named_figures_never_a_dump(pair: Path)
         "reference accuracy 0.33, D 0.25)"
     )
     assert tp2.rests_on == (
-        f"PASS: every gate passed or did not apply; agrees with {TP1} (this run), accuracy: not "
-        "judged: no power (n 30, reference accuracy 0.33, D 0.25); throughput judged against no "
-        "floor."
+        f"PASS: every gate passed or did not apply; gate 07 agrees with its reference {TP1} (this "
+        "run); judged: closeness walk; not judged: accuracy (no power (n 30, reference accuracy "
+        "0.33, D 0.25)); throughput judged against no floor."
     )
 
 

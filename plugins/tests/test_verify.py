@@ -393,7 +393,8 @@ def test_a_consistent_run_verifies(run_dir: Path, capsys: pytest.CaptureFixture[
     assert result.files >= 12
     assert main(["verify", str(run_dir)]) == 0
     out = capsys.readouterr().out.strip().splitlines()
-    assert len(out) == 1 and out[0].startswith(f"verify {RUN_ID}: OK")
+    assert len(out) == 2 and out[1].startswith(f"verify {RUN_ID}: OK")
+    assert out[0] == f"{NAME}: {result.sentences[NAME]}"  # the PASS with its one sentence
 
 
 def test_latest_and_the_results_folder_are_accepted(run_dir: Path) -> None:

@@ -116,8 +116,10 @@ def _diagnose(args: argparse.Namespace) -> int:
 
 def _verify(run: Path, *, rehash: bool = False) -> int:
     result = verify_run(run, rehash=rehash)
-    for problem in [*result.problems, *result.notes]:
+    for problem in [*result.problems, *result.notes, *result.cuts]:
         print(problem.line())
+    for line in result.passes():
+        print(line)
     print(result.summary())
     return 0 if result.ok else 1
 

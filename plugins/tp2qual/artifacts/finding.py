@@ -20,6 +20,7 @@ from typing import Any
 
 from tp2qual.artifacts.claims import Claim, stamp
 from tp2qual.artifacts.layout import FINDING, Evidence
+from tp2qual.artifacts.pass_sentence import pass_sentence, reference_verdict
 from tp2qual.candidate import GATES, Candidate
 
 
@@ -172,6 +173,15 @@ class CandidateRecord:
             ),
         )
 
+    def sentence(self) -> str | None:
+        """The one sentence of a PASS (artifacts/pass_sentence.py), None for another verdict;
+        the reference's verdict is read from this run's folder."""
+        if self.verdict() != Verdict.PASS:
+            return None
+        spec = self.candidate.spec
+        said = reference_verdict(self.evidence.root.parent, spec)
+        return pass_sentence(str(Verdict.PASS), spec, self.gates["agreement"], said)
+
     def as_dict(self) -> dict[str, Any]:
         failure, error = self.first_failure(), self.first(ERROR)
         return {
@@ -189,6 +199,7 @@ class CandidateRecord:
             "failed_gate": failure[0] if failure else None,
             "suite_error_gate": error[0] if error else None,
             "server_down": self.server_down or None,
+            "pass_sentence": self.sentence(),
             "gates": {g: r.as_dict() for g, r in self.gates.items()},
         }
 
@@ -215,6 +226,7 @@ class Finding:
     spec: dict[str, Any] = field(default_factory=dict)
     identity: dict[str, Any] = field(default_factory=dict)
     gates: dict[str, GateResult] = field(default_factory=dict)  # every gate, NOT_RUN if absent
+    stated_sentence: str | None = None  # its "pass_sentence" (None: none, or an older finding)
 
     @classmethod
     def read(cls, path: Path) -> Finding:
@@ -245,6 +257,7 @@ class Finding:
             spec=mapping("candidate_spec"),
             identity=mapping("identity"),
             gates={g: GateResult.from_dict(gates.get(g)) for g in names},
+            stated_sentence=str(data["pass_sentence"]) if data.get("pass_sentence") else None,
         )
 
     @property
@@ -257,6 +270,12 @@ class Finding:
 
     def first(self, outcome: str) -> str | None:
         return next((g for g in GATES if self.gates[g].outcome == outcome), None)
+
+    def pass_sentence(self, run_dir: Path) -> str | None:
+        """The one sentence of a PASS as its gates give it, read where it ran (``run_dir``: the
+        named reference's verdict there); None for another verdict."""
+        said = reference_verdict(run_dir, self.spec) if self.verdict == Verdict.PASS else None
+        return pass_sentence(self.verdict, self.spec, self.gates.get("agreement"), said)
 
     def claims(self) -> list[tuple[str, Claim]]:
         return [(gate, claim) for gate, result in self.gates.items() for claim in result.claims]

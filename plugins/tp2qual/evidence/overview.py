@@ -30,6 +30,7 @@ from tp2qual.artifacts.finding import (
     read_finding,
 )
 from tp2qual.artifacts.layout import FINDING
+from tp2qual.artifacts.pass_sentence import pass_sentence, reference_verdict
 from tp2qual.candidate import GATES
 from tp2qual.evidence.overview_figures import named
 from tp2qual.evidence.overview_reference import ReferenceRatios, reference_ratios
@@ -174,35 +175,20 @@ def floors_words(judged: Mapping[str, Any]) -> str:
 
 
 def rests_on(
-    finding: Finding, gate: str, cause: str, floors: str, figures: Mapping[str, Any]
+    finding: Finding, gate: str, cause: str, floors: str, reference_standing: str | None = None
 ) -> str:
-    """One sentence: what the verdict rests on."""
+    """One sentence: what the verdict rests on. A PASS's is the one sentence of every place
+    (artifacts/pass_sentence.py), then gate 08's floors."""
     verdict = finding.verdict or "INCOMPLETE"
     if verdict == Verdict.ERROR:
         return f"ERROR: the suite broke at {gate} ({cause}); not a finding about the candidate."
     if verdict != Verdict.PASS:
         return f"{verdict} at {gate or 'no gate'}: {cause}."
-    parts = ["every gate passed or did not apply"]
-    parts.append(_agreement_part(finding, figures))
-    parts.append(
+    said = pass_sentence(verdict, finding.spec, finding.gates.get("agreement"), reference_standing)
+    throughput = (
         f"throughput floors met: {floors}" if floors else "throughput judged against no floor"
     )
-    return "PASS: " + "; ".join(p for p in parts if p) + "."
-
-
-def _agreement_part(finding: Finding, figures: Mapping[str, Any]) -> str:
-    result = finding.gates.get("agreement")
-    if result is None or result.outcome == NOT_APPLICABLE:
-        why = result.reason if result is not None else "not recorded"
-        return f"agreement not judged ({why or 'not applicable'})"
-    who = figures.get("reference_candidate") or "its reference"
-    source = figures.get("reference_source") or figures.get("reference_run")
-    run = "this run" if source == "this run" else f"run {figures.get('reference_run')}"
-    where = f" ({run})" if source else ""
-    said = f"agrees with {who}{where}"
-    if judged := figures.get("accuracy_judgement"):
-        said += f", accuracy: {' '.join(str(judged).split())}"
-    return said
+    return f"{said}; {throughput}."
 
 
 def summary_of(
@@ -212,9 +198,11 @@ def summary_of(
     comparison: Mapping[str, Any],
     against: ReferenceRatios | None = None,
     judged: Mapping[str, Any] | None = None,
+    reference_standing: str | None = None,
 ) -> Summary:
     """Pure: the row from a read finding, its throughput summary, its dated-baseline comparison,
-    its ratios to its reference and its floors as judged."""
+    its ratios to its reference, its floors as judged and its named reference's verdict in the
+    same run."""
     claimed = finding.figures("throughput")
     roof = next(
         (c.value for g, c in finding.claims() if c.name.endswith("fraction_of_roofline")), None
@@ -259,7 +247,7 @@ def summary_of(
         tp1_date=str(baseline.get("date") or ""),
         roofline_share=_number(roof),
         agreement=figures,
-        rests_on=rests_on(finding, gate, cause, floors_sentence(judged or {}), figures),
+        rests_on=rests_on(finding, gate, cause, floors_sentence(judged or {}), reference_standing),
         wall_s=seconds or None,
         host=host_of(finding),
         lane_after=finding.lane_after or "",
@@ -283,6 +271,7 @@ def summarize(run_dir: Path, cand_dir: Path) -> Summary | None:
         comparison if isinstance(comparison, Mapping) else {},
         reference_ratios(run_dir, cand_dir, finding),
         judged if isinstance(judged, Mapping) else {},
+        reference_verdict(run_dir, finding.spec),
     )
 
 

@@ -11,6 +11,7 @@ class Problem:
     # | rederive (the raw exchanges give another value) | unsupported (outcome vs evidence)
     # | reference (a gate took its reference from another run than the one rule names)
     # | note (not a problem: a failure that stands on its reason alone)
+    # | cut (not a problem: where a gate stopped part-way, its records checked up to there)
     kind: str
     where: str  # path relative to the run folder
     detail: str

@@ -47,11 +47,17 @@ class Verification:
     rechecked: Counter[str] = field(default_factory=Counter)  # gate -> raw exchanges re-checked
     rejudged: Counter[str] = field(default_factory=Counter)  # gate -> other raw records judged
     notes: list[Problem] = field(default_factory=list)  # failures that stand on their reason
+    cuts: list[Problem] = field(default_factory=list)  # gates that stopped part-way, and where
     rehashed: bool = False
+    sentences: dict[str, str] = field(default_factory=dict)  # candidate -> its PASS's sentence
 
     @property
     def ok(self) -> bool:
         return not self.problems
+
+    def passes(self) -> list[str]:
+        """Each PASS with its one sentence, as verify built it again: printed above the summary."""
+        return [f"{name}: {said}" for name, said in self.sentences.items()]
 
     def summary(self) -> str:
         state = "OK" if self.ok else f"{len(self.problems)} problem(s)"
@@ -62,6 +68,7 @@ class Verification:
         rejudged = f"; other raw records re-judged: {records}" if records else ""
         rehashed = "; model bytes re-hashed" if self.rehashed else ""
         alone = f"; {len(self.notes)} failure(s) stand on their reason alone" if self.notes else ""
+        alone += "".join(f"; {p.where.split('/')[0]}: {p.detail}" for p in self.cuts)
         return (
             f"verify {self.run_dir.name}: {state} — {self.candidates} candidate(s), "
             f"{self.files} file(s), {self.claims} claim(s) in {self.seconds:.2f}s{note}"
@@ -152,6 +159,7 @@ def check_candidate(
     except (OSError, ValueError) as exc:
         return [Problem("finding", where, f"unreadable: {exc}")]
     problems = check_verdict(finding, where) + check_backing(finding, where)
+    problems += check_sentence(run_dir, cand_dir.name, finding, where, result)
     problems += check_suite_errors(cand_dir, finding, where)
     problems += check_reference_runs(run_dir, cand_dir, where)
     if finding.run_id != run_dir.name:
@@ -193,6 +201,21 @@ def check_verdict(finding: Finding, where: str) -> list[Problem]:
                 Problem("verdict", where, f"names {field_name} {stated!r}; its gates say {first!r}")
             )
     return problems
+
+
+def check_sentence(
+    run_dir: Path, name: str, finding: Finding, where: str, result: Verification
+) -> list[Problem]:
+    """A PASS's one sentence (artifacts/pass_sentence.py) built again from its gates: the one
+    the summary prints, and the one the finding states (an older finding states none)."""
+    said = finding.pass_sentence(run_dir)
+    if said is None:
+        return []
+    result.sentences[name] = said
+    if finding.stated_sentence is None or finding.stated_sentence == said:
+        return []
+    detail = f"states {finding.stated_sentence!r}; its gates give {said!r}"
+    return [Problem("finding", where, detail)]
 
 
 def check_suite_errors(cand_dir: Path, finding: Finding, where: str) -> list[Problem]:

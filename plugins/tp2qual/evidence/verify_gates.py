@@ -58,6 +58,8 @@ def check_rederived(
                 problems.append(problem)
                 continue
             _count(result, gate, got)
+            if got.cut:  # what it wrote is checked above; where it stopped is said
+                result.cuts.append(Problem("cut", where, f"{gate} cut short {got.cut}"))
             problems += [
                 Problem("rederive", f"{cand_dir.name}/{m.record}", f"{gate}: {m.line()}")
                 for m in got.mismatches

@@ -325,13 +325,14 @@ def _why(finding: Finding, root: Path) -> str:
         return f"suite error in {gate}, not the candidate's fault (traceback: {_shown(where)})"
     if gate := next((g for g, r in finding.gates.items() if r.outcome == NOT_RUN and r.reason), ""):
         return f"{gate} {finding.gates[gate].reason[:140]}"  # "not run: host … cannot be reached"
+    said = finding.pass_sentence(root.parent)  # a PASS: gate 07's parts are in its sentence
     unjudged = [
         f"{gate} {part}: {why[:140]}"
         for gate, result in finding.gates.items()
         for part, why in result.skipped.items()
-        if why.startswith("not judged")
+        if why.startswith("not judged") and not (said and gate == "agreement")
     ]
-    return "; ".join(["no failed gate", *unjudged])
+    return "; ".join([said or "no failed gate", *unjudged])
 
 
 def _shown(path: Path) -> str:

@@ -52,6 +52,7 @@ class Rederived:
     checks: dict[str, Judged] = field(default_factory=dict)  # test -> judged again
     missing: dict[str, str] = field(default_factory=dict)  # test -> its record, not on disk
     read: list[str] = field(default_factory=list)  # other raw records judged (logs, identity)
+    cut: str = ""  # where the gate stopped before judging (its raw records end there), or ""
 
     def judged(
         self, test: str, verdict: Verdict | NotJudged, record: str, *, exchange: bool = False
