@@ -59,6 +59,9 @@ def _tp2_judged(root: Path, tp1: Candidate, digest: str = PROMPTS) -> tuple[str 
     finding = json.loads((cand_dir / "finding.json").read_text())
     finding["candidate_spec"]["reference"] = {"candidate": "tp1"}
     (cand_dir / "finding.json").write_text(json.dumps(finding))
+    # the finding states its PASS sentence as the core would with this [reference] named
+    finding["pass_sentence"] = Finding.read(cand_dir / "finding.json").pass_sentence(run_dir)
+    (cand_dir / "finding.json").write_text(json.dumps(finding))
     state = RunState(root, [tp1], run_id=NEW)
     gate_07 = find_reference(state, "tp1", digest)
     if not isinstance(gate_07, str):  # record_reference's artifact, as gate 07 writes it
