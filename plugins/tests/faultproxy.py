@@ -18,6 +18,11 @@ forwarded — streams chunk by chunk — with exactly one fault injected:
     bad_tool_args         tool-call arguments replaced by ones the tool's schema rejects
     twin_500              the first repeat of a non-streamed tool request answered HTTP 500 (gate
                           05's non-streamed twin of a streamed call repeats its mode's request)
+    tool_flaky            a flaky tool-call parser: each non-streamed answer to a tool request
+                          has its calls' arguments replaced by ones the schema rejects with
+                          probability --rate (default 0.2: one call in five), drawn in request
+                          order from random.Random(--seed); rate and seed said at start, and
+                          each broken request by its number ("fault tool_flaky: broke ...")
     over_bound_accepted   the engine's 400 for an over-length prompt becomes a 200 answer
     over_bound_500        ... becomes a 500
     over_bound_in_stream  a streamed chat request the engine rejects for its length (asked again
@@ -69,6 +74,7 @@ import itertools
 import json
 import os
 import queue
+import random
 import re
 import signal
 import socket
@@ -93,6 +99,7 @@ FAULTS = (
     "repetition",
     "bad_tool_args",
     "twin_500",
+    "tool_flaky",
     "over_bound_accepted",
     "over_bound_500",
     "over_bound_in_stream",
@@ -125,6 +132,10 @@ child: subprocess.Popen[bytes] | None = None
 counter = itertools.count(1)
 tool_requests: set[str] = set()  # twin_500: non-streamed tool requests answered so far
 twin_failed = threading.Event()
+flaky = random.Random(0)  # tool_flaky's draws, seeded by --seed in main()
+flaky_rate = 0.2
+flaky_lock = threading.Lock()
+tool_answers = itertools.count(1)  # tool_flaky: non-streamed tool answers, numbered
 exiting = threading.Event()
 chats_answered = itertools.count()  # the malformed faults spare the first (readiness's token)
 
@@ -180,6 +191,14 @@ def rewrite(method: str, path: str, request: dict, status: int, body: bytes) -> 
     if fault == "twin_500" and request.get("tools") and first_repeat(request):
         return 500, json.dumps(TWIN_ERROR).encode()
     data = json.loads(body)
+    if fault == "tool_flaky" and request.get("tools"):
+        with flaky_lock:
+            number, broken = next(tool_answers), breaks(flaky, flaky_rate)
+        if broken:
+            say(f"fault tool_flaky: broke tool request #{number} (rate {flaky_rate:g})")
+            for choice in data.get("choices", []):
+                for call in (choice.get("message") or {}).get("tool_calls") or []:
+                    call["function"]["arguments"] = BAD_ARGUMENTS
     if fault == "slow_decode" and not stretch > 0:
         time.sleep(delay_s * ((data.get("usage") or {}).get("completion_tokens") or 1))
     tools = bool(request.get("tools"))
@@ -198,6 +217,12 @@ def rewrite(method: str, path: str, request: dict, status: int, body: bytes) -> 
             for call in message.get("tool_calls") or []:
                 call["function"]["arguments"] = BAD_ARGUMENTS
     return status, json.dumps(data).encode()
+
+
+def breaks(rng: random.Random, rate: float) -> bool:
+    """tool_flaky's one draw per tool answer: broken with probability ``rate`` (the pure
+    simulation in test_tool_call_power.py draws the same way)."""
+    return rng.random() < rate
 
 
 def malformed(data: dict) -> bytes:
@@ -401,7 +426,7 @@ def replay(path: str, *, hang: bool) -> None:
 
 
 def main() -> None:
-    global fault, delay_s, stretch, long_chars, upstream, child
+    global fault, delay_s, stretch, long_chars, upstream, child, flaky, flaky_rate
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fault", choices=FAULTS, required=True)
     parser.add_argument("--listen-port", type=int, required=True)
@@ -409,6 +434,8 @@ def main() -> None:
     parser.add_argument(
         "--stretch", type=float, default=0.0, help="slow_decode: the engine's timing times this"
     )
+    parser.add_argument("--rate", type=float, default=0.2, help="tool_flaky's break rate")
+    parser.add_argument("--seed", type=int, default=0, help="tool_flaky's random seed")
     parser.add_argument("--replay", default="", help="the log replay_* print at start-up")
     parser.add_argument(
         "--long-chars",
@@ -421,6 +448,9 @@ def main() -> None:
     fault, delay_s, stretch, long_chars = args.fault, args.delay_s, args.stretch, args.long_chars
     argv = args.engine[1:] if args.engine[:1] == ["--"] else args.engine
     say(f"fault {fault}, listening on 127.0.0.1:{args.listen_port}")
+    if fault == "tool_flaky":
+        flaky, flaky_rate = random.Random(args.seed), args.rate
+        say(f"fault tool_flaky: rate {args.rate:g}, seed {args.seed}")
     if fault.startswith("replay_"):
         replay(args.replay, hang=fault == "replay_hang")
     if fault == "exit_startup":
