@@ -13,10 +13,14 @@ Every request — each mode's, the twin, the result turn's two — must be answe
 or a reply with no message fails the candidate with the status and the body, never a suite
 error from reading a message that is not there.
 
-Power (``checks.tool_power``): each required mode is asked ``repeats`` times (N), every request
-with the same system message and tools and the same question (repeats after the first add
-"(request k of N)" at its end, so a prefix cache serves the shared part); each call is its own
-verdict row and raw exchange. A mode fails when any call fails, naming the first and the count;
+Power (``checks.tool_power``): each required mode is asked ``repeats`` times (N), the same request
+each time (system message, tools and question: one shared prefix, which a prefix cache serves
+after the first), each call its own verdict row and raw exchange (``call_tag``). Identical
+requests at temperature 0 test the serving stack call after call (a parser or grammar whose
+state fails one call in k, a cache that answers a repeat differently), not the model over other
+questions: the rate excluded is per call of this request. A varied question was tried and
+dropped: "(request k of N)" at its end turned 10 of 14 of SmolLM2's ``auto`` calls into text.
+A mode fails when any call fails, naming the first and the count;
 when all N pass it states the failure rate it excludes (one-sided 95 %, 1 - 0.05 ** (1/N), about
 3/N), or "not judged: no power" among the gate's skipped checks where that rate is above the
 candidate's ``max_failure_rate``. With ``long_fill`` > 0 one more call (mode ``long``: the first
@@ -37,7 +41,6 @@ from tp2qual.checks.tool_modes import (
     judge_result_answer,
     long_aim,
     long_base,
-    repeat_prompt,
     twin_tag,
 )
 from tp2qual.checks.tool_power import judge_repeats
@@ -103,18 +106,17 @@ def _call(
 ) -> tuple[dict, list[str]]:
     """One call of a mode (its ``repeat``-th): its verdict's figures and its problems."""
     tag = call_tag(mode, repeat)
-    prompt = repeat_prompt(settings["prompt"], repeat, int(settings["repeats"]))
     if mode.endswith("-stream"):
-        stream = api.stream_chat(tag, _body(candidate, settings, mode, prompt))
+        stream = api.stream_chat(tag, _body(candidate, settings, mode))
         assert stream.status == 200, f"{tag}: HTTP {stream.status}: {stream.error_body}"
         got = reassemble_stream(stream.chunks)
     else:
-        reply = api.chat(tag, _body(candidate, settings, mode, prompt))
+        reply = api.chat(tag, _body(candidate, settings, mode))
         message = _answered(reply, tag)
         got = {"tool_calls": message.get("tool_calls"), "finish_reason": reply.finish_reason}
 
     def twin() -> tuple[int | None, object]:
-        asked = api.chat(twin_tag(tag), _body(candidate, settings, base_mode(mode), prompt))
+        asked = api.chat(twin_tag(tag), _body(candidate, settings, base_mode(mode)))
         return asked.status, asked.body
 
     verdict, problems = judge_mode(mode, got, settings, candidate.engine, twin)
@@ -141,14 +143,13 @@ def test_tool_call(
 def _result_once(api: Api, candidate: Candidate, settings: dict, repeat: int) -> dict:
     """One call answered with the tool's result, and the answer judged: its verdict row."""
     first_mode = next(m for m in settings["modes"] if not m.endswith("-stream"))
-    prompt = repeat_prompt(settings["prompt"], repeat, int(settings["repeats"]))
     call = call_tag("result-call", repeat)
-    reply = api.chat(call, _body(candidate, settings, first_mode, prompt))
+    reply = api.chat(call, _body(candidate, settings, first_mode))
     called = _answered(reply, call)
     calls = called.get("tool_calls") or []
     assert calls, f"{call}: no tool call to answer: {called}"
     turns = [
-        *_messages(settings, prompt),
+        *_messages(settings),
         {"role": "assistant", "content": "", "tool_calls": calls[:1]},
         {
             "role": "tool",

@@ -16,8 +16,9 @@ forwarded — streams chunk by chunk — with exactly one fault injected:
     repetition            chat answers with max_tokens >= 64 become '+' * 600 (the deterministic
                           gate asks for 32 tokens and passes; the repetition gate asks for 64)
     bad_tool_args         tool-call arguments replaced by ones the tool's schema rejects
-    twin_500              the first repeat of a non-streamed tool request answered HTTP 500 (gate
-                          05's non-streamed twin of a streamed call repeats its mode's request)
+    twin_500              the first non-streamed tool request that repeats a streamed one (gate
+                          05's non-streamed twin of a streamed call) answered HTTP 500; the
+                          repeats of a non-streamed mode's own request pass
     tool_flaky            a flaky tool-call parser: each non-streamed answer to a tool request
                           has its calls' arguments replaced by ones the schema rejects with
                           probability --rate (default 0.2: one call in five), drawn in request
@@ -130,7 +131,7 @@ long_chars = LONG_CHARS  # long_context_drift: the prompt length from which it a
 upstream = ""
 child: subprocess.Popen[bytes] | None = None
 counter = itertools.count(1)
-tool_requests: set[str] = set()  # twin_500: non-streamed tool requests answered so far
+tool_requests: set[str] = set()  # twin_500: streamed tool requests seen, less their stream
 twin_failed = threading.Event()
 flaky = random.Random(0)  # tool_flaky's draws, seeded by --seed in main()
 flaky_rate = 0.2
@@ -241,13 +242,16 @@ def malformed(data: dict) -> bytes:
     return json.dumps(data).encode()
 
 
+def unstreamed(request: dict) -> str:
+    """A request as its non-streamed twin would send it, as a key."""
+    plain = {k: v for k, v in request.items() if k not in ("stream", "stream_options")}
+    return json.dumps(plain, sort_keys=True)
+
+
 def first_repeat(request: dict) -> bool:
-    """Whether this request repeats one answered before, for the first time."""
-    key = json.dumps(request, sort_keys=True)
-    if key not in tool_requests:
-        tool_requests.add(key)
-        return False
-    if twin_failed.is_set():
+    """Whether this non-streamed request repeats a streamed one seen before, for the first
+    time (the streamed ones are noted as they pass, in ``Handler.forward``)."""
+    if unstreamed(request) not in tool_requests or twin_failed.is_set():
         return False
     twin_failed.set()
     return True
@@ -308,6 +312,8 @@ class Handler(BaseHTTPRequestHandler):
             "Content-Type": self.headers.get("Content-Type", "application/json"),
             "Connection": "close",
         }
+        if fault == "twin_500" and chat and request.get("stream") and request.get("tools"):
+            tool_requests.add(unstreamed(request))
         if fault == "over_bound_in_stream" and chat and request.get("stream"):
             rejected = self.rejected_for_length(request, headers)
             if rejected is not None:
