@@ -16,8 +16,14 @@ forwarded — streams chunk by chunk — with exactly one fault injected:
     repetition            chat answers with max_tokens >= 64 become '+' * 600 (the deterministic
                           gate asks for 32 tokens and passes; the repetition gate asks for 64)
     bad_tool_args         tool-call arguments replaced by ones the tool's schema rejects
-    twin_500              the first repeat of a non-streamed tool request answered HTTP 500 (gate
-                          05's non-streamed twin of a streamed call repeats its mode's request)
+    twin_500              the first non-streamed tool request that repeats a streamed one (gate
+                          05's non-streamed twin of a streamed call) answered HTTP 500; the
+                          repeats of a non-streamed mode's own request pass
+    tool_flaky            a flaky tool-call parser: each non-streamed answer to a tool request
+                          has its calls' arguments replaced by ones the schema rejects with
+                          probability --rate (default 0.2: one call in five), drawn in request
+                          order from random.Random(--seed); rate and seed said at start, and
+                          each broken request by its number ("fault tool_flaky: broke ...")
     over_bound_accepted   the engine's 400 for an over-length prompt becomes a 200 answer
     over_bound_500        ... becomes a 500
     over_bound_in_stream  a streamed chat request the engine rejects for its length (asked again
@@ -69,6 +75,7 @@ import itertools
 import json
 import os
 import queue
+import random
 import re
 import signal
 import socket
@@ -93,6 +100,7 @@ FAULTS = (
     "repetition",
     "bad_tool_args",
     "twin_500",
+    "tool_flaky",
     "over_bound_accepted",
     "over_bound_500",
     "over_bound_in_stream",
@@ -123,8 +131,12 @@ long_chars = LONG_CHARS  # long_context_drift: the prompt length from which it a
 upstream = ""
 child: subprocess.Popen[bytes] | None = None
 counter = itertools.count(1)
-tool_requests: set[str] = set()  # twin_500: non-streamed tool requests answered so far
+tool_requests: set[str] = set()  # twin_500: streamed tool requests seen, less their stream
 twin_failed = threading.Event()
+flaky = random.Random(0)  # tool_flaky's draws, seeded by --seed in main()
+flaky_rate = 0.2
+flaky_lock = threading.Lock()
+tool_answers = itertools.count(1)  # tool_flaky: non-streamed tool answers, numbered
 exiting = threading.Event()
 chats_answered = itertools.count()  # the malformed faults spare the first (readiness's token)
 
@@ -180,6 +192,14 @@ def rewrite(method: str, path: str, request: dict, status: int, body: bytes) -> 
     if fault == "twin_500" and request.get("tools") and first_repeat(request):
         return 500, json.dumps(TWIN_ERROR).encode()
     data = json.loads(body)
+    if fault == "tool_flaky" and request.get("tools"):
+        with flaky_lock:
+            number, broken = next(tool_answers), breaks(flaky, flaky_rate)
+        if broken:
+            say(f"fault tool_flaky: broke tool request #{number} (rate {flaky_rate:g})")
+            for choice in data.get("choices", []):
+                for call in (choice.get("message") or {}).get("tool_calls") or []:
+                    call["function"]["arguments"] = BAD_ARGUMENTS
     if fault == "slow_decode" and not stretch > 0:
         time.sleep(delay_s * ((data.get("usage") or {}).get("completion_tokens") or 1))
     tools = bool(request.get("tools"))
@@ -200,6 +220,12 @@ def rewrite(method: str, path: str, request: dict, status: int, body: bytes) -> 
     return status, json.dumps(data).encode()
 
 
+def breaks(rng: random.Random, rate: float) -> bool:
+    """tool_flaky's one draw per tool answer: broken with probability ``rate`` (the pure
+    simulation in test_tool_call_power.py draws the same way)."""
+    return rng.random() < rate
+
+
 def malformed(data: dict) -> bytes:
     """A 200 chat answer broken as the fault says (``not_json``: not even JSON)."""
     if fault == "not_json":
@@ -216,13 +242,16 @@ def malformed(data: dict) -> bytes:
     return json.dumps(data).encode()
 
 
+def unstreamed(request: dict) -> str:
+    """A request as its non-streamed twin would send it, as a key."""
+    plain = {k: v for k, v in request.items() if k not in ("stream", "stream_options")}
+    return json.dumps(plain, sort_keys=True)
+
+
 def first_repeat(request: dict) -> bool:
-    """Whether this request repeats one answered before, for the first time."""
-    key = json.dumps(request, sort_keys=True)
-    if key not in tool_requests:
-        tool_requests.add(key)
-        return False
-    if twin_failed.is_set():
+    """Whether this non-streamed request repeats a streamed one seen before, for the first
+    time (the streamed ones are noted as they pass, in ``Handler.forward``)."""
+    if unstreamed(request) not in tool_requests or twin_failed.is_set():
         return False
     twin_failed.set()
     return True
@@ -283,6 +312,8 @@ class Handler(BaseHTTPRequestHandler):
             "Content-Type": self.headers.get("Content-Type", "application/json"),
             "Connection": "close",
         }
+        if fault == "twin_500" and chat and request.get("stream") and request.get("tools"):
+            tool_requests.add(unstreamed(request))
         if fault == "over_bound_in_stream" and chat and request.get("stream"):
             rejected = self.rejected_for_length(request, headers)
             if rejected is not None:
@@ -401,7 +432,7 @@ def replay(path: str, *, hang: bool) -> None:
 
 
 def main() -> None:
-    global fault, delay_s, stretch, long_chars, upstream, child
+    global fault, delay_s, stretch, long_chars, upstream, child, flaky, flaky_rate
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--fault", choices=FAULTS, required=True)
     parser.add_argument("--listen-port", type=int, required=True)
@@ -409,6 +440,8 @@ def main() -> None:
     parser.add_argument(
         "--stretch", type=float, default=0.0, help="slow_decode: the engine's timing times this"
     )
+    parser.add_argument("--rate", type=float, default=0.2, help="tool_flaky's break rate")
+    parser.add_argument("--seed", type=int, default=0, help="tool_flaky's random seed")
     parser.add_argument("--replay", default="", help="the log replay_* print at start-up")
     parser.add_argument(
         "--long-chars",
@@ -421,6 +454,9 @@ def main() -> None:
     fault, delay_s, stretch, long_chars = args.fault, args.delay_s, args.stretch, args.long_chars
     argv = args.engine[1:] if args.engine[:1] == ["--"] else args.engine
     say(f"fault {fault}, listening on 127.0.0.1:{args.listen_port}")
+    if fault == "tool_flaky":
+        flaky, flaky_rate = random.Random(args.seed), args.rate
+        say(f"fault tool_flaky: rate {args.rate:g}, seed {args.seed}")
     if fault.startswith("replay_"):
         replay(args.replay, hang=fault == "replay_hang")
     if fault == "exit_startup":

@@ -110,6 +110,9 @@ def smollm2_spec(name: str) -> dict[str, Any]:
         repeats=2, prompts=gates["deterministic"]["prompts"][:2], max_tokens=32
     )
     gates["repetition"].update(max_tokens=64, prompts=gates["repetition"]["prompts"][:1])
+    # One call per tool mode and no call after a long prompt: what these runs prove is the gate
+    # failing and blocking; the repeats and their power are test_tool_call_power*.py's.
+    gates["tool_calls"].update(repeats=1, long_fill=0.0)
     # A floor far below any load: other servers share these 2 cores (1.4 tok/s was seen); the
     # floor logic is not what these runs prove, the samples being taken (or not) is.
     gates["throughput"].update(

@@ -127,8 +127,12 @@ def test_the_needle_fill_line_is_one_line(
 
 
 def _needle_exchange(prompt_tokens: int) -> dict[str, Any]:
-    reply = {"choices": [{"message": {"role": "assistant", "content": "Lisbon."},
-                          "finish_reason": "stop"}], "usage": {"prompt_tokens": prompt_tokens}}
+    reply = {
+        "choices": [
+            {"message": {"role": "assistant", "content": "Lisbon."}, "finish_reason": "stop"}
+        ],
+        "usage": {"prompt_tokens": prompt_tokens},
+    }
     return {"tag": "needle", "status": 200, "response": reply}  # fmt: skip
 
 

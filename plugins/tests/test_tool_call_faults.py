@@ -3,8 +3,8 @@ streamed tool call FAILs gate 05 (its fault, with the status and the body in the
 the later gates are blocked — never a suite ERROR from reading a message the reply lacks.
 
 One inner run of a copy of ``smollm2-135m-vllm`` (vLLM 0.32.0 CPU, started eager) behind the
-fault proxy (``twin_500``: the first repeat of a non-streamed tool request answers 500). vLLM,
-not llama.cpp: llama-cpp-python 0.3.36 sends a streamed call's name in every delta
+fault proxy (``twin_500``: the first non-streamed repeat of a streamed tool request answers
+500). vLLM, not llama.cpp: llama-cpp-python 0.3.36 sends a streamed call's name in every delta
 (``get_weatherget_weather…``), so its streamed call fails before any twin is asked. The copy
 requires ``named`` and ``named-stream``: the streamed call passes, and its twin, a repeat of the
 ``named`` request, is the one request that fails. ``verify`` then re-derives the same verdict

@@ -64,6 +64,14 @@ GATE_DEFAULTS: dict[str, dict[str, Any]] = {
         # the answer after the tool's result; the calls end as the engine's rule says
         # (engines/*.py tool_finish, checks/toolcalls.py expected_finish)
         "finish_reasons": ["stop"],
+        # Power (checks/tool_power.py): each required mode asked `repeats` times; all passing,
+        # a failure rate above 1 - 0.05 ** (1 / repeats) is excluded at 95 %, judged against
+        # max_failure_rate (a parser failing one call in five), else "not judged: no power".
+        # One call by default: files that ask for power say so (the campaign: 20). long_fill:
+        # one more call after a prompt of that share of max_model_len (0: none).
+        "repeats": 1,
+        "max_failure_rate": 0.2,
+        "long_fill": 0.0,
     },
     "capacity": {
         "fill": 0.9,

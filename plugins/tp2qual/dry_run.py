@@ -47,6 +47,7 @@ from tp2qual.serving.engine_check import plan_lines as engine_check_lines
 from tp2qual.serving.launchers.docker.pins import resolve_pin
 from tp2qual.serving.parser_venvs import plan_lines as recorded_answer_lines
 from tp2qual.settings_plan import kv_support_lines, settings_lines
+from tp2qual.tool_plan import tool_call_lines
 
 FLOOR_KEY = "decode_tok_s_median"  # the floor an estimate falls back to
 ARITHMETIC = PROMPT_SET.with_name("arithmetic_items.json")  # gate 07's items, beside its prompts
@@ -84,6 +85,7 @@ def plan_sections(
         Section("image", tuple(image_lines(candidate))),
         Section("one request at a time", tuple(one_request_lines(candidate, launch))),
         Section("floors (gate 08)", tuple(floor_lines(candidate))),
+        Section("what gate 05 judges", tuple(tool_call_lines(candidate))),
         Section("agreement reference (gate 07)", tuple(reference_lines(candidate, others))),
         Section("what gate 07 judges", tuple(agreement_lines(candidate))),
         Section("time at the dated rates", tuple(estimate_for(candidate, others).lines())),

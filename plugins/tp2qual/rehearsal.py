@@ -32,6 +32,7 @@ from tp2qual.budget import MARGIN, TimeBudget
 from tp2qual.candidate import Candidate
 from tp2qual.checks.agreement.near_bound import near_bound_plan
 from tp2qual.checks.needle import fill_reaches, needle_plan
+from tp2qual.checks.tool_modes import long_aim, long_base
 from tp2qual.checks.topology import DESKTOP_TYPICAL_MIB
 from tp2qual.perf.comparison import compare_baseline, roofline_for
 from tp2qual.perf.fit import fraction
@@ -230,6 +231,11 @@ def _small(sizer: _Sizer, c: Candidate) -> list[Request]:
     tool = str(s.get("tool", ""))
     out.append(sizer.request("tool_calls", "call", _chars(s.get("prompt", "") + tool),
                              s["max_tokens"]))  # fmt: skip
+    fill, base = float(s.get("long_fill") or 0), long_base(s.get("modes") or ())
+    if fill > 0 and base is not None:  # gate 05's call after a long prompt, at the size aimed
+        aim = long_aim(c.max_model_len, fill, s["max_tokens"])[1]
+        out.append(sizer.request("tool_calls", "long", aim, s["max_tokens"],
+                                 counted=c.max_model_len - s["max_tokens"]))  # fmt: skip
     s = c.gate("throughput")
     words = filler(max(1, s["prompt_words"] // 20)) + " Now write a long story about the harbour."
     out.append(sizer.request("throughput", "sample", _chars(words), s["max_tokens"]))

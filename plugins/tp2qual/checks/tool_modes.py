@@ -12,6 +12,7 @@ needs it (the gate sends a request, verify reads the record). Pure: no I/O of it
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -28,8 +29,62 @@ def base_mode(mode: str) -> str:
 
 
 def twin_tag(mode: str) -> str:
-    """The tag of a streamed mode's non-streamed twin in ``tool_calls.jsonl``."""
+    """The tag of a streamed call's non-streamed twin in ``tool_calls.jsonl`` (``mode``: the
+    streamed call's own tag, ``call_tag``)."""
     return f"{mode}-twin"
+
+
+def call_tag(mode: str, repeat: int) -> str:
+    """A call's tag in ``tool_calls.jsonl``: the mode for its first call (as runs recorded
+    before repeats had it), ``mode#k`` for its k-th."""
+    return mode if repeat <= 1 else f"{mode}#{repeat}"
+
+
+def repeat_prompt(prompt: str, repeat: int, repeats: int) -> str:
+    """The k-th call's question: the same text, with "(request k of N)" at its end after the
+    first, so every call shares the system message, the tools and the question as a prefix."""
+    return prompt if repeat <= 1 else f"{prompt} (request {repeat} of {repeats})"
+
+
+LONG_PREFERENCE = ("required", "named", "auto")  # the long call's mode, the first required
+LONG_MARGIN = 0.05  # of the bound: aimed above the fill asked, and left free below the bound
+
+
+def long_base(modes: Sequence[str]) -> str | None:
+    """The mode of the call after a long prompt: the first of ``LONG_PREFERENCE`` required."""
+    return next((m for m in LONG_PREFERENCE if m in modes), None)
+
+
+def long_aim(max_model_len: int, fill: float, max_tokens: int) -> tuple[int, int]:
+    """(the prompt tokens the long call must reach, the size aimed at): ``LONG_MARGIN`` of the
+    bound above the fill, and no nearer the bound than the reply's budget and that margin."""
+    wanted = math.ceil(max_model_len * fill)
+    room = max_model_len - max_tokens - math.ceil(max_model_len * LONG_MARGIN)
+    return wanted, max(wanted, min(room, wanted + math.ceil(max_model_len * LONG_MARGIN)))
+
+
+def judge_long(
+    got: Mapping[str, Any],
+    settings: Mapping[str, Any],
+    engine: str,
+    prompt_tokens: int | None,
+    max_model_len: int,
+) -> tuple[Verdict, list[str], dict[str, Any]]:
+    """The call after a long prompt: the rule of its mode (``long_base``), and a prompt of at
+    least ``long_fill`` of the bound by the server's own count; its verdict, problems and the
+    row's fill figures."""
+    base = long_base(settings.get("modes", [])) or "named"
+    wanted = math.ceil(max_model_len * float(settings["long_fill"]))
+    fill = round(prompt_tokens / max_model_len, 4) if isinstance(prompt_tokens, int) else None
+    row = {"base": base, "prompt_tokens": prompt_tokens, "fill": fill, "wanted_tokens": wanted}
+    verdict, problems = judge_mode(base, got, settings, engine, lambda: (None, None))
+    if not isinstance(prompt_tokens, int) or prompt_tokens < wanted:
+        problems = [
+            f"long prompt of {prompt_tokens} tokens, {wanted} wanted "
+            f"({settings['long_fill']:.0%} of {max_model_len})",
+            *problems,
+        ]
+    return verdict, problems, row
 
 
 def expected_values(calls: list[dict[str, Any]], expect: Mapping[str, str]) -> list[str]:

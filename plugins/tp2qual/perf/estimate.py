@@ -18,8 +18,8 @@ from typing import Any
 from tp2qual.candidate import Candidate
 
 LEFT_OUT = (
-    "the capacity needle's and gate 07's near-bound prefills, preflight's hashing and the NCCL "
-    "probe (no dated rate)"
+    "the capacity needle's, gate 05's long-prompt and gate 07's near-bound prefills, "
+    "preflight's hashing and the NCCL probe (no dated rate)"
 )
 
 
@@ -80,11 +80,15 @@ def _repetition(s: Mapping[str, Any], _: Sequence[int]) -> GateLoad:
 
 
 def _tool_calls(s: Mapping[str, Any], _: Sequence[int]) -> GateLoad:
-    """One request per mode; a streamed mode whose plain twin is required asks the twin too;
-    ``result``: the call, then the answer to the tool's result."""
+    """``repeats`` requests per mode; a streamed mode whose plain twin is required asks the
+    twin too; ``result``: the call, then the answer to the tool's result; with ``long_fill``,
+    two one-token calibrations and the call after the long prompt."""
     modes = list(s.get("modes") or ())
     twins = sum(m.endswith("-stream") and m.removesuffix("-stream") in modes for m in modes)
-    return _tokens(s, len(modes) + twins + ("result" in modes))
+    calls = (len(modes) + twins + ("result" in modes)) * int(s.get("repeats") or 1)
+    if float(s.get("long_fill") or 0) > 0:
+        return GateLoad(calls + 3, (calls + 1) * int(s.get("max_tokens") or 0) + 2)
+    return _tokens(s, calls)
 
 
 def _capacity(s: Mapping[str, Any], _: Sequence[int]) -> GateLoad:

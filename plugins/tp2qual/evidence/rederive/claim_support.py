@@ -31,6 +31,7 @@ SUPPORTS_PASS: dict[str, Callable[[Any, Mapping[str, Any]], bool]] = {
     "long_outputs": _some,
     "tool_calls_ok": _true,
     "tool_calls_checked": _some,
+    "tool_calls_power_ok": _true,  # every mode's N calls passed (checks.tool_power)
     # The fill wanted depends on the bound (checks.needle.needle_plan): judged by the row's
     # fill_reached, which verify re-derives; a run from before it still has its fill claim.
     "needle_prompt_fill": lambda v, _s: isinstance(v, int | float) and 0 < v <= 1,
