@@ -18,6 +18,7 @@ from tp2qual.checks.control import (
     reasoning_seen,
     stream_message,
 )
+from tp2qual.dry_run import control_lines
 from tp2qual.evidence.rederive.common import GateRun, Rederived
 from tp2qual.evidence.rederive.control import control
 
@@ -192,3 +193,15 @@ def test_every_candidate_states_a_control_or_has_no_parser(campaign: dict) -> No
         parser = (candidate.spec["engine"].get("parsers") or {}).get("reasoning")
         stated = candidate.request_settings.get("reasoning")
         assert stated or not parser, f"{candidate.name}: reasoning parser {parser}, no control"
+
+
+def test_plan_shows_each_campaign_candidates_control(campaign: dict) -> None:
+    for name in OFF_BY_TEMPLATE:
+        lines = control_lines(campaign[name])
+        assert lines[0].startswith("reasoning off (stated;"), lines
+        assert '"enable_thinking": false' in lines[1], lines
+    for name in LOW_EFFORT:
+        lines = control_lines(campaign[name])
+        assert lines[0].startswith("reasoning on (stated;"), lines
+        assert '"reasoning_effort": "low"' in lines[1], lines
+        assert lines[3] == "short-answer budgets: deterministic 4608, tool_calls 4608, capacity 4608"

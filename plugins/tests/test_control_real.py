@@ -1,0 +1,81 @@
+"""The reasoning control on a real engine: a candidate whose control says thinking off, served
+by an engine that reasons anyway, FAILs on its first answer with "control not applied:
+reasoning returned with thinking off" — never a pass because the answer's words were right.
+
+One inner run of a copy of ``smollm2-135m-vllm-reasoning`` (vLLM 0.32.0 CPU, started eager)
+with its control swapped: ``[gates.request] reasoning = "off"``, while its chat template still
+opens ``<think>`` in every generation prompt and its ``olmo3`` parser still splits what the
+model writes before ``</think>`` into ``message.reasoning``. The engine's own reasoning is the
+fault, no proxy. ``verify`` then derives the same proof, and the same failure, from the raw
+exchanges.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_faults import MAIN, assert_failed_and_blocked, run_inner, write_candidate
+
+from tp2qual.candidate import load_candidate
+from tp2qual.checks.control import NOT_OFF
+
+pytestmark = [pytest.mark.slow, pytest.mark.vllm_server]
+
+NAME = "control-off-reasons-anyway"
+LANE = MAIN / "candidates" / "smollm2-135m-vllm-reasoning.toml"
+
+
+def swapped_spec() -> dict[str, Any]:
+    """The reasoning lane as a candidate of its own (no baseline to wait for), eager, its
+    control swapped to off."""
+    candidate = load_candidate(LANE)
+    if not candidate.python().exists():
+        why = "needs the vLLM CPU engine (scripts/install.sh vllm)"
+        pytest.fail(why) if os.environ.get("TP2QUAL_REQUIRE_ENGINES") else pytest.skip(why)
+    spec = candidate.spec
+    spec.pop("lane")
+    spec.update(name=NAME, description=f"self-test copy of {LANE.stem}, control swapped to off")
+    spec["launch"]["command"] = [*spec["launch"]["command"], "--enforce-eager"]
+    spec["launch"]["readiness_timeout_s"] = 420
+    request = spec["gates"]["request"]
+    request.update(reasoning="off", why="self-test: the control says off, the serve reasons")
+    spec["gates"]["deterministic"]["repeats"] = 2
+    return spec
+
+
+def test_reasoning_returned_with_thinking_off_fails_the_control(tmp_path: Path) -> None:
+    write_candidate(tmp_path / "candidates", swapped_spec())
+    inner = run_inner(tmp_path, [NAME])
+
+    finding = assert_failed_and_blocked(inner, NAME, "deterministic")
+    reason = finding["gates"]["deterministic"]["reason"]
+    assert NOT_OFF in reason, reason
+    assert "in reasoning" in reason, reason  # the olmo3 parser's field, vLLM's name for it
+    assert not [g for g, r in finding["gates"].items() if r["outcome"] == "error"], finding
+
+    evidence = inner.evidence(NAME)
+    proofs = [
+        json.loads(x) for x in (evidence / "deterministic_control.jsonl").read_text().splitlines()
+    ]
+    assert len(proofs) == 1, proofs  # the first answer fails the gate
+    proof = proofs[0]
+    assert (proof["asked"], proof["seen"], proof["ok"], proof["field"]) == (
+        "off", True, False, "reasoning",
+    ), proof  # fmt: skip
+    assert proof["reasoning_chars"] > 0
+    raw = [json.loads(x) for x in (evidence / "deterministic.jsonl").read_text().splitlines()]
+    assert raw[0]["response"]["choices"][0]["message"]["reasoning"].strip()
+
+    verify = subprocess.run(
+        [sys.executable, "-m", "tp2qual", "verify", str(inner.run_dir)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert verify.returncode == 0, verify.stdout[-3000:] + verify.stderr[-2000:]
