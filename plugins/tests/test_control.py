@@ -204,4 +204,5 @@ def test_plan_shows_each_campaign_candidates_control(campaign: dict) -> None:
         lines = control_lines(campaign[name])
         assert lines[0].startswith("reasoning on (stated;"), lines
         assert '"reasoning_effort": "low"' in lines[1], lines
-        assert lines[3] == "short-answer budgets: deterministic 4608, tool_calls 4608, capacity 4608"
+        budgets = "deterministic 4608, tool_calls 4608, capacity 4608"
+        assert lines[3] == f"short-answer budgets: {budgets}"
