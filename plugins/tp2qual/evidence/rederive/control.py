@@ -27,6 +27,7 @@ def control(run: GateRun, gate: str, out: Rederived) -> None:
     if not new and not recorded:
         return
     out.rows[artifact] = new
+    out.read.append(artifact)  # verify lists it among the records judged again
     for i, row in enumerate(new):
         where = f"{gate}.jsonl {row['tag']}"
         if i >= len(recorded):
