@@ -271,7 +271,8 @@ class Api:
         (``checks.control``): its proof row written beside the exchange, and a violation is the
         candidate's failure, whatever the gate then judges."""
         __tracebackhide__ = True
-        proofs = control_rows(self.server.candidate.reasoning_control, [row])
+        written = self.server.evidence.as_written(row)  # what verify will read
+        proofs = control_rows(self.server.candidate.reasoning_control, [written])
         for proof in proofs:
             self.server.evidence.append_jsonl(self.control_artifact, proof)
             if not proof["ok"]:
