@@ -140,5 +140,5 @@ def test_plan_of_the_whole_campaign_shows_order_reference_placement_and_time() -
     assert order.index("laguna-s-2.1-nvfp4-dflash") == order.index("laguna-s-2.1-nvfp4") + 1
     assert not [n for n in order if n.startswith("smollm2")]  # the campaign alone
     assert "[GPU placement]" in run and "qwen3.5-122b-a10b-nvfp4-tp1: 1 GPU(s)" in run
-    assert "10 candidate(s) one after another: at most " in run
+    assert "11 candidate(s) one after another: at most " in run
     assert out.count("one GPU: weights ") == 8  # the five baselines and the three TP1 files

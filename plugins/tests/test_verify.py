@@ -21,6 +21,7 @@ from tp2qual.artifacts.finding import FAILED, NOT_APPLICABLE, PASSED, CandidateR
 from tp2qual.artifacts.layout import write_manifest
 from tp2qual.candidate import GATES, Candidate
 from tp2qual.checks.answers import check_answer
+from tp2qual.checks.control import control_rows
 from tp2qual.checks.repetition import check
 from tp2qual.checks.stats import summarize
 from tp2qual.evidence.run import RunState
@@ -360,8 +361,20 @@ def write_run(
     _capacity(record)
     _agreement(record)
     _throughput(record, ttft, rate)
+    _control_proofs(record)
     close_run(state, interrupted=False)
     return state.run_dir
+
+
+def _control_proofs(record: CandidateRecord) -> None:
+    """Each gate's answers' control proofs, as ``Api`` writes them beside every answer."""
+    root = record.evidence.root
+    for raw in sorted(root.glob("*.jsonl")):
+        if raw.stem.endswith("_control"):
+            continue
+        exchanges = [json.loads(x) for x in raw.read_text().splitlines() if x.strip()]
+        for row in control_rows(record.candidate.reasoning_control, exchanges):
+            record.evidence.append_jsonl(f"{raw.stem}_control.jsonl", row)
 
 
 def rehash(run_dir: Path) -> None:

@@ -245,6 +245,17 @@ class Candidate:
         """``[gates.request]``: sampling over the neutral defaults and extra body fields."""
         return copy.deepcopy(self.spec.get("gates", {}).get("request", {}))
 
+    @property
+    def reasoning_control(self) -> str:
+        """The reasoning control every chat answer is held to (``checks.control``): the stated
+        ``[gates.request] reasoning``, else ``off`` for a serve with no reasoning parser (nothing
+        may come back as reasoning) and ``engine default`` for one with a parser."""
+        stated = self.request_settings.get("reasoning")
+        if stated:
+            return str(stated)
+        parser = (self.spec.get("engine", {}).get("parsers") or {}).get("reasoning")
+        return "engine default" if parser else "off"
+
     def python(self) -> Path:
         """The interpreter ``{python}`` names: the engine's own venv when ``launch.python`` says
         one, else the suite's."""

@@ -84,6 +84,7 @@ def plan_sections(
         Section("lane changes", tuple(lane_lines(candidate, launch))),
         Section("image", tuple(image_lines(candidate))),
         Section("one request at a time", tuple(one_request_lines(candidate, launch))),
+        Section("reasoning control (every answer)", tuple(control_lines(candidate))),
         Section("floors (gate 08)", tuple(floor_lines(candidate))),
         Section("what gate 05 judges", tuple(tool_call_lines(candidate))),
         Section("agreement reference (gate 07)", tuple(reference_lines(candidate, others))),
@@ -92,6 +93,35 @@ def plan_sections(
         Section("largest requests, their deadlines (rehearsal)", tuple(rehearsal_lines(candidate))),
         Section("preflight checks (gate 00)", tuple(preflight_lines(candidate, launch))),
         Section("settings said out loud", tuple(settings_lines(candidate, launch, peers))),
+    ]
+
+
+_CONTROL_RULE = {
+    "off": "every chat answer must come back with no reasoning field and no think tags",
+    "on": "every chat answer must come back with reasoning (a reasoning field or think tags)",
+    "engine default": "what each chat answer carries is recorded, not judged",
+}
+
+
+def control_lines(candidate: Candidate) -> list[str]:
+    """The reasoning control every chat request asks for, how each answer proves it took
+    (``checks.control``), and the short-answer budgets it is given."""
+    request = candidate.request_settings
+    asked = candidate.reasoning_control
+    stated = "stated" if request.get("reasoning") else "unstated: the default for its parsers"
+    parser = (candidate.spec["engine"].get("parsers") or {}).get("reasoning") or "none"
+    extra = json.dumps(request.get("extra") or {}, sort_keys=True)
+    budgets = ", ".join(
+        f"{gate} {candidate.gate(gate).get(key)}"
+        for gate, key in [("deterministic", "max_tokens"), ("tool_calls", "max_tokens"),
+                          ("capacity", "needle_max_tokens")]
+        if candidate.gate(gate).get(key)
+    )  # fmt: skip
+    return [
+        f"reasoning {asked} ({stated}; reasoning parser {parser})",
+        f"asked with {extra}" if request.get("extra") else "asked with no extra request field",
+        f"proof: {_CONTROL_RULE[asked]} (<gate>_control.jsonl; a violation FAILs the gate)",
+        f"short-answer budgets: {budgets or 'none set'}",
     ]
 
 

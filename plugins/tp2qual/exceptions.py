@@ -4,6 +4,7 @@
     ├── CandidateError        a candidate file is malformed or names something that does not exist
     ├── PinMismatch           the model file or image on disk is not the pinned one
     ├── MalformedReply        an HTTP 200 whose body is not the answer asked for (body quoted)
+    ├── ControlNotApplied     an answer whose reasoning contradicts the control asked for
     ├── ResponseTimeout       alive, but no answer within the request's time budget
     └── ServerError           a server did not come up or stopped serving
         ├── StartupExited     the process/container exited during start-up
@@ -82,6 +83,12 @@ class ServerDied(ServerError):
 class MalformedReply(QualError):
     """The server answered HTTP 200, but not with what was asked for: no ``choices``, an empty
     list, no ``message``, no ``usage`` count, a body or a stream chunk that is not JSON."""
+
+
+class ControlNotApplied(QualError):
+    """An HTTP 200 answer whose reasoning contradicts the candidate's reasoning control
+    (``checks.control``): reasoning returned with thinking off, or none with reasoning asked.
+    The serve is not the one the control qualifies, whatever the answer's words."""
 
 
 class SuiteError(Exception):

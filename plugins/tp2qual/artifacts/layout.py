@@ -38,6 +38,11 @@ class Evidence:
     def write_json(self, rel: str, obj: Any) -> str:
         return self.write_text(rel, _dumps(obj, indent=2, sort_keys=True) + "\n")
 
+    def as_written(self, record: dict[str, Any]) -> Any:
+        """``record`` as a JSONL line holds it once written: redacted, read back. A check that
+        ``verify`` repeats on the record judges these bytes, never the unredacted ones."""
+        return json.loads(self.redactor.text(_dumps(record, sort_keys=True)))
+
     def append_jsonl(self, rel: str, record: dict[str, Any]) -> str:
         with self.path(rel).open("a", encoding="utf-8") as fh:
             fh.write(self.redactor.text(_dumps(record, sort_keys=True)) + "\n")

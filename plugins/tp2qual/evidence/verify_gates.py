@@ -25,6 +25,7 @@ from tp2qual.evidence.rederive import (
     read_settings,
     supports_pass,
 )
+from tp2qual.evidence.rederive.control import control
 from tp2qual.evidence.rederive.startup import READINESS, startup
 
 if TYPE_CHECKING:
@@ -101,7 +102,9 @@ def _rederive(
         rehash,
     )
     try:
-        return REDERIVERS[gate](run), None
+        got = REDERIVERS[gate](run)
+        control(run, gate, got)  # every gate's answers: the reasoning control they prove
+        return got, None
     except Unrederivable as exc:
         return Rederived(), Problem("rederive", cand_dir.name, f"{gate}: {exc}")
     except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:

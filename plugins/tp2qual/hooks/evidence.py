@@ -192,6 +192,7 @@ def record_resolved_candidate(
             "options": options or {},
             "nccl": _nccl_settings(candidate),  # gate 01's settings in force
             "gates": {gate: candidate.gate(gate) for gate in GATES},
+            "control": candidate.reasoning_control,  # every chat answer's (checks.control)
         },
     )
 

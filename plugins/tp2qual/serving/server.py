@@ -4,7 +4,9 @@ Every request has an explicit timeout, sized by the candidate's time budget from
 for (``budget.py``), and is never retried (a retry would hide the very fault a gate looks for).
 A timeout on a live server is a ``ResponseTimeout`` that says what was asked and what was allowed.
 Every exchange — request, status, raw response or stream chunks with arrival
-times — is appended to the gate's JSONL artifact before the gate looks at it.
+times — is appended to the gate's JSONL artifact before the gate looks at it, and every answered
+chat completion proves the candidate's reasoning control took effect (``checks.control``; its
+row in ``<gate>_control.jsonl``; a violation raises ``ControlNotApplied``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import httpx
 from tp2qual.artifacts.layout import Evidence
 from tp2qual.budget import TimeBudget
 from tp2qual.candidate import Candidate
+from tp2qual.checks.control import control_rows
 from tp2qual.checks.diagnosis.model import lines_of
 from tp2qual.checks.diagnosis.steps import stalled_step
 from tp2qual.checks.ranks import dead_worker
@@ -31,7 +34,7 @@ from tp2qual.checks.replies import (
     stream_usage,
     usage_count,
 )
-from tp2qual.exceptions import MalformedReply, ResponseTimeout, ServerDied
+from tp2qual.exceptions import ControlNotApplied, MalformedReply, ResponseTimeout, ServerDied
 from tp2qual.serving.launchers.base import Launcher
 
 DEATH_GRACE_S = 2.0  # after a transport error, how long to wait for the exit to show
@@ -249,15 +252,33 @@ class Api:
         )
 
     def _record(self, tag: str, method: str, path: str, body: Any, **result: Any) -> None:
-        self.server.evidence.append_jsonl(
-            self.artifact,
-            {
-                "tag": tag,
-                "at": time.time(),
-                "request": {"method": method, "path": path, "body": body},
-                **result,
-            },
-        )
+        row = {
+            "tag": tag,
+            "at": time.time(),
+            "request": {"method": method, "path": path, "body": body},
+            **result,
+        }
+        self.server.evidence.append_jsonl(self.artifact, row)
+        self._prove_control(row)
+
+    @property
+    def control_artifact(self) -> str:
+        """Where this artifact's answers' control proofs go: ``<gate>_control.jsonl``."""
+        return self.artifact.removesuffix(".jsonl") + "_control.jsonl"
+
+    def _prove_control(self, row: dict[str, Any]) -> None:
+        """Every answered chat completion proves the candidate's reasoning control took effect
+        (``checks.control``): its proof row written beside the exchange, and a violation is the
+        candidate's failure, whatever the gate then judges."""
+        __tracebackhide__ = True
+        written = self.server.evidence.as_written(row)  # what verify will read
+        proofs = control_rows(self.server.candidate.reasoning_control, [written])
+        for proof in proofs:
+            self.server.evidence.append_jsonl(self.control_artifact, proof)
+            if not proof["ok"]:
+                raise ControlNotApplied(
+                    f"{proof['tag']}: {proof['reason']}", candidate=self.server.candidate.name
+                )
 
     def _transport_failed(self, exc: httpx.TransportError) -> None:
         __tracebackhide__ = True
