@@ -59,7 +59,9 @@ def test_the_healthy_run_is_rederived_and_counted(run_dir: Path) -> None:
     }
     # model.json, engine.json; and each answering gate's reasoning-control proof
     # (<gate>_control.jsonl), judged again from the answers
-    proofs = dict.fromkeys(("deterministic", "repetition", "tool_calls", "capacity", "throughput"), 1)
+    proofs = dict.fromkeys(
+        ("deterministic", "repetition", "tool_calls", "capacity", "throughput"), 1
+    )
     assert dict(result.rejudged) == {"preflight": 1, "model_list": 1} | proofs
     assert "raw exchanges re-checked: model_list 1, deterministic 6, repetition 3" in (
         result.summary()
