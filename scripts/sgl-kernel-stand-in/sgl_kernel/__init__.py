@@ -31,8 +31,10 @@ def _refusing(name: str) -> Callable[..., NoReturn]:
     def refuse(*args: Any, **kwargs: Any) -> NoReturn:
         global calls
         calls += 1
-        line = (f"{TAG}: {name} called (call {calls} in pid {os.getpid()}); PyPI has no CPU "
-                "sgl_kernel, this is a stand-in that refuses every call")
+        line = (
+            f"{TAG}: {name} called (call {calls} in pid {os.getpid()}); PyPI has no CPU "
+            "sgl_kernel, this is a stand-in that refuses every call"
+        )
         print(line, file=sys.stderr, flush=True)
         raise NotImplementedError(line)
 
