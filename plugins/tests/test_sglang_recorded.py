@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from tp2qual.checks import ranks
 from tp2qual.checks.agreement.rows import reread_rows
 from tp2qual.checks.kernels import chosen_kernels
 from tp2qual.checks.overlength import OverBound, classify
@@ -161,3 +162,40 @@ def test_the_kernel_stand_in_was_loaded_and_never_called() -> None:
     loaded = {m.group(1) for m in (re.search(r"loaded in pid (\d+)", x) for x in lines) if m}
     assert len(loaded) == 3, lines
     assert not [line for line in lines if " called " in line]
+
+
+def _tp2_startup() -> str:
+    return (DATA / "startup-tp2.log").read_text()
+
+
+def test_gate_01_reads_sglangs_own_rank_lines() -> None:
+    """TP2 on the CPU: each rank's thread-binding line (world_size=2) and its 'Init parallel
+    ends.'; the lines name no backend, which the verdict says."""
+    verdict = ranks.check(ranks.analyze(_tp2_startup()), tp_size=2, backend="gloo")
+    assert verdict.ok, verdict.reason
+    assert verdict.measures["ranks_joined"] == [0, 1] and verdict.measures["world_sizes"] == [2]
+    assert verdict.measures["backends"] == ["(not named in the engine's lines)"]
+
+
+def test_a_rank_that_never_ended_its_parallel_init_fails_gate_01() -> None:
+    cut = "\n".join(x for x in _tp2_startup().splitlines() if "TP1] Init parallel ends" not in x)
+    verdict = ranks.check(ranks.analyze(cut), tp_size=2, backend="gloo")
+    assert not verdict.ok and "rank 1 began to join but never logged" in verdict.reason
+
+
+def test_a_world_of_the_wrong_size_fails_gate_01() -> None:
+    verdict = ranks.check(ranks.analyze(_tp2_startup()), tp_size=4, backend="gloo")
+    assert (
+        not verdict.ok and "rank 0 began to join as [(2, '')], expected (4, gloo)" in verdict.reason
+    )
+
+
+def test_the_tp1_serve_logs_no_rank_lines() -> None:
+    assert ranks.analyze("\n".join(_qualification_log())).started == ()
+
+
+def test_pynccl_stays_off_on_the_tp2_serve() -> None:
+    """The unloadable SGLANG_NCCL_SO_PATH: each rank says it could not load NCCL."""
+    text = _tp2_startup()
+    for rank in (0, 1):
+        assert f"TP{rank}] Failed to load NCCL library from /nonexistent/" in text

@@ -37,6 +37,18 @@ ADMISSION_MESSAGE = r"Input length \(\d+ tokens\) exceeds the maximum allowed le
 TOTAL_MESSAGE = r"Requested token count exceeds the model's maximum context length of \d+ tokens"
 
 
+# A TP rank's own lines on the CPU (0.5.23), each prefixed "[<time> TP<r>]" by its scheduler
+# process (srt/managers/scheduler.py: " TP<r>" when tp_size > 1, " EP<e>" after it when ep_size >
+# 1): the thread binding as the rank begins (srt/utils/numa_utils.py init_threads_binding, called
+# by srt/distributed/bootstrap.py before the groups), and "Init parallel ends." once its groups
+# exist (bootstrap.py init_parallel_runtime). Neither names the backend (gloo for --device cpu,
+# _resolve_backend) and the second names no world size. Seen: startup-tp2.log.
+_RANK = r"\bTP(?P<rank>\d+)(?: EP\d+)?\] "
+RANK_STARTS = _RANK + r"init_threads_binding: numa_index=\d+, world_size=(?P<world>\d+), "
+GROUP_FORMED = _RANK + r"Init parallel ends\b"
+WORKER_NAMED_ANY = r"\bTP(?P<tp>\d+)(?: EP\d+)?\] Init parallel ends\b"
+
+
 def _max_total_num_tokens(body: Any) -> int | None:
     value = body.get("max_total_num_tokens") if isinstance(body, Mapping) else None
     return value if isinstance(value, int) and not isinstance(value, bool) else None
@@ -177,7 +189,20 @@ ENGINE = Engine(
         "--fp4-gemm-backend": "fp4_gemm",
     },
     reread_shift=0,
+    log_lines={
+        "rank_starts": RANK_STARTS,
+        "rank_starts_short": RANK_STARTS,
+        "group_formed": GROUP_FORMED,
+        "worker_named_any": WORKER_NAMED_ANY,
+    },
     sources={
+        "log_lines": (
+            "0.5.23 srt/utils/numa_utils.py init_threads_binding ('init_threads_binding: "
+            "numa_index=N, world_size=W, local_omp_cpuid=C', on --device cpu), srt/distributed/"
+            "bootstrap.py:190 'Init parallel ends. elapsed=…', each under its scheduler's "
+            "' TP<r>' prefix (srt/managers/scheduler.py:6288-6289); seen: "
+            f"{CAPTURES}/startup-tp2.log"
+        ),
         "reread_shift": (
             "0.5.23 srt/entrypoints/openai/serving_completions.py:88-90: echo with logprobs sets "
             "logprob_start_len = 0, so input_token_logprobs give every prompt token's own "
