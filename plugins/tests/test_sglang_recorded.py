@@ -155,17 +155,19 @@ def test_the_server_args_line_names_the_kernels() -> None:
     assert chosen["attention"] == "torch_native" and chosen["moe"] == "auto"
 
 
-def test_the_kernel_stand_in_was_loaded_and_never_called() -> None:
-    """A whole TP1 qualification (all gates PASS): the stand-in loaded in each of SGLang's three
-    processes (server, scheduler, detokenizer) and no line says it was called."""
-    lines = [line for line in _qualification_log() if STAND_IN in line]
+@pytest.mark.parametrize(("log", "processes"), [("tp1", 3), ("tp2", 4)])
+def test_the_kernel_stand_in_was_loaded_and_never_called(log: str, processes: int) -> None:
+    """A whole qualification (every gate PASS): the stand-in loaded in each of SGLang's
+    processes (server, detokenizer, one scheduler per TP rank) and no line says it was called."""
+    text = (DATA / f"qualification-{log}-server.log").read_text().splitlines()
+    lines = [line for line in text if STAND_IN in line]
     loaded = {m.group(1) for m in (re.search(r"loaded in pid (\d+)", x) for x in lines) if m}
-    assert len(loaded) == 3, lines
+    assert len(loaded) == processes, lines
     assert not [line for line in lines if " called " in line]
 
 
 def _tp2_startup() -> str:
-    return (DATA / "startup-tp2.log").read_text()
+    return (DATA / "qualification-tp2-server.log").read_text()
 
 
 def test_gate_01_reads_sglangs_own_rank_lines() -> None:

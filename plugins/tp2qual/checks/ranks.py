@@ -15,13 +15,13 @@ So a rank joined when it started with the right world size and backend and then 
 TP name.
 
 SGLang 0.5.23 on the CPU says the same in its own words (``tp2qual/engines/sglang.py``; seen in
-``data/sglang-0.5.23/startup-tp2.log``), each line prefixed ``[<time> TP<r>]`` by the rank's
-scheduler process: ``init_threads_binding: numa_index=…, world_size=W, local_omp_cpuid=…``
-as the rank begins (``srt/utils/numa_utils.py``), and ``Init parallel ends.`` once its groups
-exist (``srt/distributed/bootstrap.py``), which over gloo no rank passes before every rank of
-the world joined. Its lines name no backend (gloo is its default for ``--device cpu``,
-``_resolve_backend``; the probe proves gloo itself) and its ``Init parallel ends`` names no world
-size: such a group is taken to be formed with the world its rank began in.
+``data/sglang-0.5.23/qualification-tp2-server.log``), each line prefixed ``[<time> TP<r>]`` by
+the rank's scheduler process: ``init_threads_binding: numa_index=…, world_size=W,
+local_omp_cpuid=…`` as the rank begins (``srt/utils/numa_utils.py``), and ``Init parallel
+ends.`` once its groups exist (``srt/distributed/bootstrap.py``), which over gloo no rank passes
+before every rank of the world joined. Its lines name no backend (gloo is its default for
+``--device cpu``, ``_resolve_backend``; the probe proves gloo itself) and its ``Init parallel
+ends`` names no world size: such a group is taken to be formed with the world its rank began in.
 
 A worker that died mid-run is read from the same engine's lines (``dead_worker``): the multiproc
 executor's monitor logs ``Worker proc VllmWorker-<rank> died unexpectedly (exit code: C),

@@ -42,7 +42,7 @@ TOTAL_MESSAGE = r"Requested token count exceeds the model's maximum context leng
 # 1): the thread binding as the rank begins (srt/utils/numa_utils.py init_threads_binding, called
 # by srt/distributed/bootstrap.py before the groups), and "Init parallel ends." once its groups
 # exist (bootstrap.py init_parallel_runtime). Neither names the backend (gloo for --device cpu,
-# _resolve_backend) and the second names no world size. Seen: startup-tp2.log.
+# _resolve_backend) and the second names no world size. Seen: qualification-tp2-server.log.
 _RANK = r"\bTP(?P<rank>\d+)(?: EP\d+)?\] "
 RANK_STARTS = _RANK + r"init_threads_binding: numa_index=\d+, world_size=(?P<world>\d+), "
 GROUP_FORMED = _RANK + r"Init parallel ends\b"
@@ -201,7 +201,7 @@ ENGINE = Engine(
             "numa_index=N, world_size=W, local_omp_cpuid=C', on --device cpu), srt/distributed/"
             "bootstrap.py:190 'Init parallel ends. elapsed=…', each under its scheduler's "
             "' TP<r>' prefix (srt/managers/scheduler.py:6288-6289); seen: "
-            f"{CAPTURES}/startup-tp2.log"
+            f"{CAPTURES}/qualification-tp2-server.log"
         ),
         "reread_shift": (
             "0.5.23 srt/entrypoints/openai/serving_completions.py:88-90: echo with logprobs sets "
