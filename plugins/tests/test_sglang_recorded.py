@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from tp2qual.__main__ import main
 from tp2qual.checks import ranks
 from tp2qual.checks.agreement.rows import reread_rows
 from tp2qual.checks.kernels import chosen_kernels
@@ -201,3 +202,14 @@ def test_pynccl_stays_off_on_the_tp2_serve() -> None:
     text = _tp2_startup()
     for rank in (0, 1):
         assert f"TP{rank}] Failed to load NCCL library from /nonexistent/" in text
+
+
+def test_a_failed_tp2_start_is_diagnosed_at_its_first_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Without SGLANG_NCCL_SO_PATH PyNccl refuses the CPU in both ranks: no rule names the cause
+    yet, and the diagnosis says so while quoting the first error in time."""
+    assert main(["diagnose", str(DATA / "failed-start-tp2-pynccl.log"), "--tp", "2"]) == 1
+    said = capsys.readouterr().out
+    assert "cause not recognised" in said
+    assert "ValueError: Expected a cuda device, but got: cpu" in said
