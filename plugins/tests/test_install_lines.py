@@ -22,7 +22,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "install.sh"
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-ENGINES = {"vllm"}  # installed by scripts/install-<engine>.sh into a venv of their own
+ENGINES = {"vllm", "sglang"}  # installed by scripts/install-<engine>.sh into a venv of their own
 _LINE = re.compile(r"scripts/install\.sh(?:[ \t]+([a-z0-9_,-]+\b))?")
 
 

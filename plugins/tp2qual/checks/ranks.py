@@ -14,6 +14,15 @@ gate 01 reads the lines vLLM itself prints while the ranks come up (vLLM 0.32.0;
 So a rank joined when it started with the right world size and backend and then logged under its
 TP name.
 
+SGLang 0.5.23 on the CPU says the same in its own words (``tp2qual/engines/sglang.py``; seen in
+``data/sglang-0.5.23/qualification-tp2-server.log``), each line prefixed ``[<time> TP<r>]`` by
+the rank's scheduler process: ``init_threads_binding: numa_index=…, world_size=W,
+local_omp_cpuid=…`` as the rank begins (``srt/utils/numa_utils.py``), and ``Init parallel
+ends.`` once its groups exist (``srt/distributed/bootstrap.py``), which over gloo no rank passes
+before every rank of the world joined. Its lines name no backend (gloo is its default for
+``--device cpu``, ``_resolve_backend``; the probe proves gloo itself) and its ``Init parallel
+ends`` names no world size: such a group is taken to be formed with the world its rank began in.
+
 A worker that died mid-run is read from the same engine's lines (``dead_worker``): the multiproc
 executor's monitor logs ``Worker proc VllmWorker-<rank> died unexpectedly (exit code: C),
 shutting down executor.`` (``v1/executor/multiproc_executor.py:315``; the process is named by its
@@ -45,6 +54,9 @@ _PREFIX = any_engine_line("process_prefix")
 _PROC_RANK = re.compile(r"-(?P<rank>\d+)$")  # VllmWorker-<rank>
 
 
+UNNAMED = ""  # the backend, where the engine's line does not name it (SGLang)
+
+
 @dataclass(frozen=True)
 class RankLog:
     started: tuple[tuple[int, int, str], ...]  # (rank, world size, backend) as each began to join
@@ -57,7 +69,9 @@ class RankLog:
             "ranks_started": sorted({r for r, _, _ in self.started}),
             "ranks_joined": sorted(set(self.named)),
             "world_sizes": sorted({w for _, w, _ in self.started} | set(self.formed_worlds)),
-            "backends": sorted({b for _, _, b in self.started}),
+            "backends": sorted(
+                {b or "(not named in the engine's lines)" for _, _, b in self.started}
+            ),
         }
 
 
@@ -65,10 +79,14 @@ def analyze(text: str) -> RankLog:
     lines = clean_lines(text)
     started = []
     for m in filter(None, (_STARTED.search(line) for line in lines)):
-        one = (int(m["rank"]), int(m["world"]), m["backend"])
+        one = (int(m["rank"]), int(m["world"]), m.groupdict().get("backend") or UNNAMED)
         if one not in started:
             started.append(one)
-    formed = {int(m["world"]) for m in filter(None, (_FORMED.search(ln) for ln in lines))}
+    formed: set[int] = set()
+    for m in filter(None, (_FORMED.search(ln) for ln in lines)):
+        world = m.groupdict().get("world")
+        rank = int(m["rank"])
+        formed |= {int(world)} if world else {w for r, w, _ in started if r == rank}
     named = {int(m["tp"]) for line in lines for m in _NAMED.finditer(line)}
     return RankLog(tuple(started), tuple(sorted(formed)), tuple(sorted(named)))
 
@@ -84,7 +102,7 @@ def check(log: RankLog, *, tp_size: int, backend: str) -> Verdict:
                 f"rank {rank} never began to join ('world_size={tp_size} rank={rank} …"
                 f" backend={backend}' missing): it did not start; read the server log"
             )
-        elif (tp_size, backend) not in began:
+        elif not {(tp_size, backend), (tp_size, UNNAMED)} & set(began):
             want = f"({tp_size}, {backend})"
             problems.append(f"rank {rank} began to join as {began}, expected {want}")
         elif rank not in log.named:

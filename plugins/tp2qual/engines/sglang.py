@@ -1,8 +1,12 @@
 """SGLang: what the suite knows about it, and where each fact came from.
 
-No SGLang serve runs here (it needs a GPU): every fact is read in the source of the campaign's
-SGLang 0.5.23 (its PyPI wheel, paths under ``sglang/``), or quoted from a public report where
-the source does not show it; ``sources`` says which.
+Every fact is read in the source of the campaign's SGLang 0.5.23 (its PyPI wheel, paths under
+``sglang/``), or quoted from a public report where the source does not show it; ``sources`` says
+which. Since 2026-12-05 the same SGLang also serves SmolLM2 on the CPU (``smollm2-135m-sglang``,
+``scripts/install.sh sglang``), and where a fact was seen in a real answer, its source names the
+capture in ``plugins/tests/data/sglang-0.5.23/`` (``CAPTURES``) as well, held by
+``plugins/tests/test_sglang_recorded.py``. A fact on a GPU-only path (CUDA graphs, the fa4/triton
+backends, NCCL) stays source only.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from tp2qual.engines.engine import (
     OverLength,
 )
 
+CAPTURES = "plugins/tests/data/sglang-0.5.23"  # real SGLang 0.5.23 answers (CPU), README there
+
 # The engine's two over-length messages (0.5.23): the declared-context check and the KV-pool
 # admission check; the scheduler's comes back after the stream began, as an error chunk.
 CONTEXT_MESSAGE = (
@@ -29,6 +35,18 @@ CONTEXT_MESSAGE = (
 )
 ADMISSION_MESSAGE = r"Input length \(\d+ tokens\) exceeds the maximum allowed length \(\d+ tokens\)"
 TOTAL_MESSAGE = r"Requested token count exceeds the model's maximum context length of \d+ tokens"
+
+
+# A TP rank's own lines on the CPU (0.5.23), each prefixed "[<time> TP<r>]" by its scheduler
+# process (srt/managers/scheduler.py: " TP<r>" when tp_size > 1, " EP<e>" after it when ep_size >
+# 1): the thread binding as the rank begins (srt/utils/numa_utils.py init_threads_binding, called
+# by srt/distributed/bootstrap.py before the groups), and "Init parallel ends." once its groups
+# exist (bootstrap.py init_parallel_runtime). Neither names the backend (gloo for --device cpu,
+# _resolve_backend) and the second names no world size. Seen: qualification-tp2-server.log.
+_RANK = r"\bTP(?P<rank>\d+)(?: EP\d+)?\] "
+RANK_STARTS = _RANK + r"init_threads_binding: numa_index=\d+, world_size=(?P<world>\d+), "
+GROUP_FORMED = _RANK + r"Init parallel ends\b"
+WORKER_NAMED_ANY = r"\bTP(?P<tp>\d+)(?: EP\d+)?\] Init parallel ends\b"
 
 
 def _max_total_num_tokens(body: Any) -> int | None:
@@ -171,18 +189,33 @@ ENGINE = Engine(
         "--fp4-gemm-backend": "fp4_gemm",
     },
     reread_shift=0,
+    log_lines={
+        "rank_starts": RANK_STARTS,
+        "rank_starts_short": RANK_STARTS,
+        "group_formed": GROUP_FORMED,
+        "worker_named_any": WORKER_NAMED_ANY,
+    },
     sources={
+        "log_lines": (
+            "0.5.23 srt/utils/numa_utils.py init_threads_binding ('init_threads_binding: "
+            "numa_index=N, world_size=W, local_omp_cpuid=C', on --device cpu), srt/distributed/"
+            "bootstrap.py:190 'Init parallel ends. elapsed=…', each under its scheduler's "
+            "' TP<r>' prefix (srt/managers/scheduler.py:6288-6289); seen: "
+            f"{CAPTURES}/qualification-tp2-server.log"
+        ),
         "reread_shift": (
             "0.5.23 srt/entrypoints/openai/serving_completions.py:88-90: echo with logprobs sets "
             "logprob_start_len = 0, so input_token_logprobs give every prompt token's own "
-            "logprob at its row (not run here: SGLang has no CPU build)"
+            f"logprob at its row; seen: {CAPTURES}/echo-logprobs.json (the first row null, "
+            "text_offset -1 throughout)"
         ),
         "kernel_lines": (
             "0.5.23 srt/entrypoints/engine.py:311 logger.info(f'server_args={…}') of "
             "server_args.resolved_dict() (srt/server_args.py:316): the resolved "
             "attention_backend, prefill/decode_attention_backend, moe_runner_backend, "
             "fp4/fp8_gemm_runner_backend, disable_custom_all_reduce; srt/arg_groups/"
-            "model_hook.py:694 'Using X as attention backend for <arch>.'"
+            "model_hook.py:694 'Using X as attention backend for <arch>.'; seen (the "
+            f"server_args line): {CAPTURES}/qualification-tp1-server.log"
         ),
         "backend_flags": (
             "0.5.23 srt/arg_groups/fields/exec_.py: --attention-backend, --moe-runner-backend, "
@@ -194,16 +227,21 @@ ENGINE = Engine(
         ),
         "identity_paths": (
             "0.5.23 srt/entrypoints/http_server.py: /server_info (version, server args, "
-            "max_total_num_tokens); /get_server_info its deprecated alias"
+            "max_total_num_tokens); /get_server_info its deprecated alias; seen: "
+            f"{CAPTURES}/server-info.json"
         ),
         "histograms": (
             "0.5.23 srt/observability/metrics_collector.py (--enable-metrics, GET /metrics); "
-            "time_per_output_token_seconds: the inter-token histogram's older name"
+            "time_per_output_token_seconds: the inter-token histogram's older name; seen: "
+            f"{CAPTURES}/metrics-histograms.txt"
         ),
-        "kv_capacity": "0.5.23 /server_info max_total_num_tokens",
+        "kv_capacity": (
+            f"0.5.23 /server_info max_total_num_tokens; seen: {CAPTURES}/server-info.json"
+        ),
         "tool_finish": (
             "0.5.23 srt/entrypoints/openai/serving_chat.py: a call that stopped naturally "
-            "ends 'tool_calls' whatever the tool_choice, named and required included"
+            "ends 'tool_calls' whatever the tool_choice, named and required included; seen: "
+            f"{CAPTURES}/tool-named*.json, tool-required*.json"
         ),
         "over_length": (
             "0.5.23 srt/managers/tokenizer_manager.py _validate_one_request ('The input (N "
@@ -214,14 +252,18 @@ ENGINE = Engine(
             "enable --allow-auto-truncate.'), an abort with status 400 from the scheduler: "
             "serving_chat.py _generate_chat_stream yields it as the first chunk of an HTTP "
             "200 stream; reported as sgl-project/sglang#12081 (open), #22785; both messages "
-            "quoted from v0.5.15-0.5.17 by NVIDIA-NeMo/Switchyard PR #426"
+            "quoted from v0.5.15-0.5.17 by NVIDIA-NeMo/Switchyard PR #426; seen: "
+            f"{CAPTURES}/over-bound*.json (the context check: HTTP 400 streamed or not), "
+            "over-pool*.json (the scheduler's: HTTP 400, and streamed an error chunk in an "
+            "HTTP 200 stream, then a usage chunk with no choices)"
         ),
         "envelopes": (
             "0.5.23 srt/entrypoints/openai/protocol.py ErrorResponse (object 'error', message, "
             "type, param, code): non-streamed, the whole body (serving_base.py "
             "create_error_response); streamed, under 'error' (create_streaming_error_response, "
             "type = the HTTPStatus name, e.g. 'BAD_REQUEST', code 400); the top-level form is "
-            "also what Switchyard PR #426 quotes"
+            "also what Switchyard PR #426 quotes; seen: both, "
+            f"{CAPTURES}/over-bound.json, over-pool-stream.json"
         ),
         "env_prefix": "SGLANG_*: every SGLANG_ name in the 0.5.23 wheel (engine_env.json)",
     },

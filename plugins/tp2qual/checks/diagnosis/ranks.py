@@ -85,7 +85,8 @@ def _rank_facts(text: str, phase: str) -> Iterable[tuple[int, int | None]]:
         if m := _ENGINE_WORLD.search(text):
             yield int(m["rank"]), int(m["world"])
     elif m := _ENGINE_READY.search(text):
-        yield int(m["rank"]), int(m["world"])
+        world = m.groupdict().get("world")  # SGLang's 'Init parallel ends' names none
+        yield int(m["rank"]), int(world) if world else None
 
 
 def _world(ctx: Context, *stated: int | None) -> int | None:
