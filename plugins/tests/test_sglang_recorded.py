@@ -21,8 +21,10 @@ from typing import Any
 import pytest
 
 from tp2qual.__main__ import main
+from tp2qual.candidate import load_candidate
 from tp2qual.checks import ranks
 from tp2qual.checks.agreement.rows import reread_rows
+from tp2qual.checks.diagnosis import diagnose
 from tp2qual.checks.kernels import chosen_kernels
 from tp2qual.checks.overlength import OverBound, classify
 from tp2qual.checks.toolcalls import check_call, expected_finish, reassemble_stream
@@ -30,6 +32,7 @@ from tp2qual.engines import OBJECT_ERROR, OPENAI_ERROR, engine_for
 from tp2qual.perf.metrics import histogram_totals, parse
 
 DATA = Path(__file__).parent / "data" / "sglang-0.5.23"
+CANDIDATES = Path(__file__).resolve().parents[2] / "candidates"
 SGLANG = engine_for("sglang")
 TOOL = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 STAND_IN = "tp2qual sgl_kernel stand-in"
@@ -204,12 +207,46 @@ def test_pynccl_stays_off_on_the_tp2_serve() -> None:
         assert f"TP{rank}] Failed to load NCCL library from /nonexistent/" in text
 
 
-def test_a_failed_tp2_start_is_diagnosed_at_its_first_error(
+def test_a_failed_tp2_start_is_diagnosed_as_pynccl_on_the_cpu(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """Without SGLANG_NCCL_SO_PATH PyNccl refuses the CPU in both ranks: no rule names the cause
-    yet, and the diagnosis says so while quoting the first error in time."""
+    """Without SGLANG_NCCL_SO_PATH torch's NCCL loads, PyNccl is built for the CPU ranks and
+    refuses the device in both: the diagnosis names it (``pynccl_on_cpu``, both ranks' errors
+    and the NCCL line as evidence) and asks for an unloadable path, which the candidate sets."""
     assert main(["diagnose", str(DATA / "failed-start-tp2-pynccl.log"), "--tp", "2"]) == 1
     said = capsys.readouterr().out
-    assert "cause not recognised" in said
-    assert "ValueError: Expected a cuda device, but got: cpu" in said
+    assert "cause not recognised" not in said and "pynccl_on_cpu" in said
+    assert said.count("ValueError: Expected a cuda device, but got: cpu") == 2
+    assert "43: [2026-12-05 02:20:20 TP0] sglang is using nccl==2.30.7" in said
+    assert "set SGLANG_NCCL_SO_PATH to a path that does not load" in said
+
+
+def test_the_tp2_candidate_sets_what_the_pynccl_remedy_asks_for() -> None:
+    """The remedy never asks for what the candidate has: with the candidate's own environment
+    (an unloadable path) on a log where no rank read it, the variable is set and did not reach
+    the ranks, never "set it"."""
+    candidate = load_candidate(CANDIDATES / "smollm2-135m-sglang-tp2.toml")
+    path = candidate.env()["SGLANG_NCCL_SO_PATH"]
+    text = (DATA / "failed-start-tp2-pynccl.log").read_text()
+    first = diagnose(text, tp=2, env={"SGLANG_NCCL_SO_PATH": path}).failures[0]
+    assert first.rule == "pynccl_on_cpu", first
+    assert f"SGLANG_NCCL_SO_PATH={path} (environment) is already set" in first.remedy
+    assert "did not reach the scheduler processes" in first.remedy
+    assert "set SGLANG_NCCL_SO_PATH to" not in first.remedy
+    started = diagnose(_tp2_startup(), tp=2)  # the serve that started (and was stopped)
+    assert "pynccl_on_cpu" not in {f.rule for f in started.findings}
+
+
+def test_a_path_the_ranks_read_and_loaded_is_named_as_loading() -> None:
+    """The real log with a rank's 'Found nccl from environment variable' line put before the
+    load: the variable reached the ranks and named a library that loads, and the remedy says so
+    (the setting read from that line, not asked for)."""
+    lines = (DATA / "failed-start-tp2-pynccl.log").read_text().splitlines()
+    found = "[2026-12-05 02:20:20 TP0] Found nccl from environment variable "
+    lines.insert(42, found + "SGLANG_NCCL_SO_PATH=/usr/lib/libnccl.so.2")
+    first = diagnose("\n".join(lines), tp=2).failures[0]
+    assert first.rule == "pynccl_on_cpu"
+    assert first.remedy.startswith(
+        "SGLANG_NCCL_SO_PATH=/usr/lib/libnccl.so.2 (log line 43) is already set and the ranks"
+        " loaded the library it names"
+    ), first.remedy

