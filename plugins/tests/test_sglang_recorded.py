@@ -9,6 +9,8 @@ not, and one within it but over the KV pool is refused by the scheduler inside a
 an echo's prompt logprobs sit at their own row (``reread_shift`` 0); ``/server_info`` carries
 ``max_total_num_tokens``; the ``server_args=`` line names the kernels; and the stand-in for
 ``sgl_kernel`` was loaded in every SGLang process and called 0 times in a whole qualification.
+The diagnosis reads SGLang's rank prefixes and names the failed TP2 start (``pynccl_on_cpu``).
+Which SGLang facts these hold, and which stay source only: ``engines/sglang_evidence.py``.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from tp2qual.__main__ import main
 from tp2qual.candidate import load_candidate
 from tp2qual.checks import ranks
 from tp2qual.checks.agreement.rows import reread_rows
-from tp2qual.checks.diagnosis import diagnose
+from tp2qual.checks.diagnosis import context, diagnose
+from tp2qual.checks.diagnosis.failure import earliest, error_lines
 from tp2qual.checks.kernels import chosen_kernels
 from tp2qual.checks.overlength import OverBound, classify
 from tp2qual.checks.toolcalls import check_call, expected_finish, reassemble_stream
@@ -250,3 +253,47 @@ def test_a_path_the_ranks_read_and_loaded_is_named_as_loading() -> None:
         "SGLANG_NCCL_SO_PATH=/usr/lib/libnccl.so.2 (log line 43) is already set and the ranks"
         " loaded the library it names"
     ), first.remedy
+
+
+def test_the_neutral_sampling_names_are_sglangs() -> None:
+    """The request fields the suite sends for neutral sampling, as SGLang names them, taken with
+    HTTP 200 (min_p was not sent in any capture: source only)."""
+    recorded = _load("chat.json")
+    sent = set(recorded["request"])
+    assert recorded["status"] == 200
+    assert set(SGLANG.neutral_sampling) - sent == {"min_p"}
+
+
+def test_server_info_echoes_the_launch_the_suite_set() -> None:
+    """The admission bound the candidate sets (--max-running-requests 1), the attention backend
+    and the device, as the server resolved them; the entry module serves, with 0.5.23's own
+    warning that 'sglang serve' is the recommended one."""
+    info = _load("server-info.json")["response"]
+    admission = SGLANG.admission
+    assert admission is not None and admission[0] == "--max-running-requests"
+    assert info["max_running_requests"] == 1
+    assert (info["attention_backend"], info["device"]) == ("torch_native", "cpu")
+    first = _qualification_log()[0]
+    assert f"'python -m {SGLANG.entry_modules[0]}' is still supported" in first
+    assert SGLANG.entry_script is not None and "'sglang serve' is the recommended" in first
+
+
+def test_the_diagnosis_reads_sglangs_rank_prefixes_and_stamps() -> None:
+    """'[<time> TP<r>]' names each rank's 'Scheduler hit an exception'; the bare ValueError
+    under it leads, the first error in time."""
+    text = (DATA / "failed-start-tp2-pynccl.log").read_text()
+    lead, others = earliest(error_lines(context(text)))
+    assert lead is not None and lead.line.no == 71, lead
+    assert "Expected a cuda device" in lead.line.text
+    assert [(e.rank, e.line.no) for e in others] == [("TP0", 44), ("TP1", 75)]
+
+
+def test_the_resolved_server_args_are_not_read_as_the_candidates_settings() -> None:
+    """0.5.23 prints ``server_args={…}``, every resolved setting defaults included (not the
+    ``ServerArgs(…)`` the diagnosis reads): a remedy must not take a default for a setting the
+    candidate made, so the line gives no settings; and no line gives SGLang's version."""
+    for name in ("qualification-tp1-server.log", "failed-start-tp2-pynccl.log"):
+        text = (DATA / name).read_text()
+        assert "server_args={'model_path'" in text
+        ctx = context(text)
+        assert dict(ctx.args) == {} and ctx.version is None, (name, dict(ctx.args))

@@ -157,6 +157,26 @@ class StepWatch:
 
 
 @dataclass(frozen=True)
+class Evidence:
+    """Whether one of the engine's facts was seen in a real answer of the engine.
+
+    ``fact``: an ``Engine`` field or ``sources`` key, or ``diagnosis:<rule>`` (a diagnosis rule
+    the engine's logs feed), or ``<module>:<name>`` for a fact kept outside the engine module.
+    Either ``capture`` (files of a real answer or log, paths from the repository root, globs
+    allowed) with the ``tests`` that read it (``plugins/tests/<file>.py::<test>``), or
+    ``source_only``: why no real capture holds it (a GPU-only path, a parser that needs another
+    model's tokenizer). ``note``: what the capture does not show, or where the real answer
+    differed from the reading and what changed.
+    """
+
+    fact: str
+    capture: tuple[str, ...] = ()
+    tests: tuple[str, ...] = ()
+    source_only: str = ""
+    note: str = ""
+
+
+@dataclass(frozen=True)
 class Engine:
     kind: str  # candidate ``engine.kind``
     title: str  # how the evidence names it
@@ -218,6 +238,9 @@ class Engine:
     reread_shift: int | None = None
     # fact (a field above, or "field.key") -> where it came from: file and version, or seen where.
     sources: Mapping[str, str] = field(default_factory=dict)
+    # Which facts a real answer of the engine holds, and which are source only, and why
+    # (``plugins/tests/test_engine_evidence.py`` holds every fact to one or the other).
+    evidence: tuple[Evidence, ...] = ()
 
     def tool_finish_for(self, mode: str) -> tuple[frozenset[str], str]:
         """The finish reasons a correct call in ``mode`` ends with (a ``-stream`` mode: its

@@ -6,7 +6,8 @@ which. Since 2026-12-05 the same SGLang also serves SmolLM2 on the CPU (``smollm
 ``scripts/install.sh sglang``), and where a fact was seen in a real answer, its source names the
 capture in ``plugins/tests/data/sglang-0.5.23/`` (``CAPTURES``) as well, held by
 ``plugins/tests/test_sglang_recorded.py``. A fact on a GPU-only path (CUDA graphs, the fa4/triton
-backends, NCCL) stays source only.
+backends, NCCL) stays source only. Which is which, fact by fact and for the diagnosis's SGLang
+rules: ``engines/sglang_evidence.py`` (``ENGINE.evidence``; table in ``docs/sglang.md``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from tp2qual.engines.engine import (
     MemoryRule,
     OverLength,
 )
+from tp2qual.engines.sglang_evidence import FACTS
 
 CAPTURES = "plugins/tests/data/sglang-0.5.23"  # real SGLang 0.5.23 answers (CPU), README there
 
@@ -267,4 +269,5 @@ ENGINE = Engine(
         ),
         "env_prefix": "SGLANG_*: every SGLANG_ name in the 0.5.23 wheel (engine_env.json)",
     },
+    evidence=FACTS,  # each fact: the capture and test that hold it, or why source only
 )
