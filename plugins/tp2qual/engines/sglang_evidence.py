@@ -240,6 +240,30 @@ FACTS = (
         "(an estimate carried over from vLLM's, issue 35); the CPU serve's echo is 5 tokens",
     ),
     Evidence(
+        "engine_check:SGLang's own argument parser",
+        ("plugins/tp2qual/engines/recorded_answers.json",),
+        (
+            "plugins/tests/test_campaign_engine_check.py::"
+            "test_each_campaign_launch_is_accepted_by_its_engines_own_parser",
+            "plugins/tests/test_campaign_engine_check.py::"
+            "test_sglang_refuses_the_tp_abbreviation_and_takes_the_full_names",
+        ),
+        note="0.5.23's ServerArgs parser and parser registries, run in its parser venv on each "
+        "campaign launch (slow tier); the DeepSeek-V4 and Inkling parser names are taken by "
+        "the registry there, never run on their models",
+    ),
+    Evidence(
+        "engine_env:an unknown SGLANG_ name is ignored",
+        source_only="no capture sets an SGLANG_ name the 0.5.23 wheel lacks; SGLang reads its "
+        "variables by name (srt/environ.py Envs, os.environ elsewhere) and says nothing of the "
+        "others",
+    ),
+    Evidence(
+        "variables:paths aside from the server",
+        source_only="which of the wheel's files the server never runs (multimodal_gen/, "
+        "tests) is read in the wheel; a capture shows what ran, not what never does",
+    ),
+    Evidence(
         "control:reasoning parsers",
         source_only="no reasoning parser on the SmolLM2 serve: qwen3's split (the whole "
         "answer in reasoning_content unless enable_thinking is false) was seen by hand "
