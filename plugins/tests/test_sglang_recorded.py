@@ -297,3 +297,12 @@ def test_the_resolved_server_args_are_not_read_as_the_candidates_settings() -> N
         assert "server_args={'model_path'" in text
         ctx = context(text)
         assert dict(ctx.args) == {} and ctx.version is None, (name, dict(ctx.args))
+
+
+def test_the_same_refusal_from_another_engines_pynccl_is_not_called_sglangs() -> None:
+    """The rule keys on SGLang's own frame or line: the log with vLLM's paths in their place
+    stays unnamed rather than blamed on SGLang."""
+    text = (DATA / "failed-start-tp2-pynccl.log").read_text()
+    other = text.replace("sglang/srt/distributed", "vllm/distributed")
+    other = other.replace("sglang is using nccl", "vllm is using nccl")
+    assert diagnose(other, tp=2).failures[0].rule == "unrecognised_failure"

@@ -186,7 +186,8 @@ def _visibility(ctx: Context) -> str:
 # torch.cuda.device(cpu) refuses the CPU (pynccl.py:116). Seen: the suite's own TP2 start on the
 # CPU without the variable (data/sglang-0.5.23/failed-start-tp2-pynccl.log, both ranks).
 _CPU_REFUSED = re.compile(r"Expected a cuda device, but got: cpu\b")
-_PYNCCL = re.compile(r"device_communicators/pynccl\.py|PyNcclCommunicator\(")
+# SGLang's frame or its line, so vLLM's own PyNccl (vllm/distributed/…) is not called SGLang's.
+_PYNCCL = re.compile(r"sglang/srt/distributed/device_communicators/pynccl\.py|sglang is using nccl")
 _NCCL_LOADED = re.compile(r"sglang is using nccl==(?P<v>\S+)")
 _SO_PATH = "SGLANG_NCCL_SO_PATH"
 _SO_PATH_READ = re.compile(r"Found nccl from environment variable SGLANG_NCCL_SO_PATH=")
