@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import recorded
 
 from tp2qual.__main__ import main
 from tp2qual.candidate import load_candidate
@@ -42,19 +43,11 @@ STAND_IN = "tp2qual sgl_kernel stand-in"
 
 
 def _load(name: str) -> dict[str, Any]:
-    recorded: dict[str, Any] = json.loads((DATA / name).read_text())
-    if "chunks" in recorded:  # the stream as sent, with its closing "[DONE]"; the gate skips it
-        recorded["chunks"] = [c for c in recorded["chunks"] if isinstance(c, dict)]
-    return recorded
+    return recorded.load(DATA / name)
 
 
 def _call(name: str) -> tuple[list[dict[str, Any]], str | None]:
-    recorded = _load(name)
-    if "chunks" in recorded:
-        got = reassemble_stream(recorded["chunks"])
-        return got["tool_calls"], got["finish_reason"]
-    choice = recorded["response"]["choices"][0]
-    return choice["message"].get("tool_calls") or [], choice["finish_reason"]
+    return recorded.tool_call(DATA / name)
 
 
 @pytest.mark.parametrize("mode", ["named", "named-stream", "required", "required-stream"])

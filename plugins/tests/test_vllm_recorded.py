@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import recorded
 
 from tp2qual.checks.answers import check_answer, check_budget, split_reasoning
-from tp2qual.checks.toolcalls import check_call, expected_finish, reassemble_stream
+from tp2qual.checks.toolcalls import check_call, expected_finish
 from tp2qual.perf.metrics import histogram_totals, parse
 
 DATA = Path(__file__).parent / "data" / "vllm-0.32.0"
@@ -29,19 +30,11 @@ TOOL = {
 
 
 def _load(name: str) -> dict[str, Any]:
-    recorded = json.loads((DATA / name).read_text())
-    if "chunks" in recorded:  # the stream as sent, with its closing "[DONE]"; the gate skips it
-        recorded["chunks"] = [c for c in recorded["chunks"] if isinstance(c, dict)]
-    return recorded
+    return recorded.load(DATA / name)
 
 
 def _call(name: str) -> tuple[list[dict[str, Any]], str | None]:
-    recorded = _load(name)
-    if "chunks" in recorded:
-        got = reassemble_stream(recorded["chunks"])
-        return got["tool_calls"], got["finish_reason"]
-    choice = recorded["response"]["choices"][0]
-    return choice["message"].get("tool_calls") or [], choice["finish_reason"]
+    return recorded.tool_call(DATA / name)
 
 
 @pytest.mark.parametrize(
