@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from test_faults import (
+    Inner,
     assert_failed_and_blocked,
     assert_nothing_left,
     run_inner,
@@ -128,6 +129,15 @@ def runnable_here(tmp_path: Path, spec: dict) -> None:
         pytest.skip(f"needs the vLLM CPU engine: {why}")
 
 
+def failed_start(inner: Inner, name: str) -> tuple[dict, dict]:
+    """The gate whose server start failed (FAIL, StartupExited), and its diagnosis's first
+    finding past the notices."""
+    finding = inner.finding(name)
+    gate = finding["gates"][finding["failed_gate"]]
+    assert finding["verdict"] == "FAIL" and "StartupExited" in gate["reason"], gate["reason"]
+    return gate, next(f for f in gate["diagnosis"]["findings"] if f["severity"] != "notice")
+
+
 @pytest.mark.vllm_server
 def test_real_vllm_kv_budget_under_max_model_len_is_diagnosed_with_its_figures(tmp_path: Path):
     """vLLM refuses to start when one request of max_model_len does not fit its KV budget: the
@@ -137,10 +147,7 @@ def test_real_vllm_kv_budget_under_max_model_len_is_diagnosed_with_its_figures(t
     spec["launch"]["env"].pop("VLLM_CPU_KVCACHE_SPACE")  # it would set the budget instead
     runnable_here(tmp_path, spec)
     inner = run_inner(tmp_path, [name])
-    finding = inner.finding(name)
-    gate = finding["gates"][finding["failed_gate"]]
-    assert finding["verdict"] == "FAIL" and "StartupExited" in gate["reason"], gate["reason"]
-    first = next(f for f in gate["diagnosis"]["findings"] if f["severity"] != "notice")
+    gate, first = failed_start(inner, name)
     assert first["rule"] == "kv_cache_short", gate["diagnosis"]
     assert "estimated maximum model length" in " ".join(e["text"] for e in first["evidence"])
     assert "--kv-cache-memory-bytes 20000000 (" in first["remedy"], first
@@ -160,10 +167,7 @@ def test_real_vllm_heads_not_divisible_by_tp_is_diagnosed_in_the_engines_words(t
     spec["serve"]["tensor_parallel_size"] = 2
     runnable_here(tmp_path, spec)
     inner = run_inner(tmp_path, [name])
-    finding = inner.finding(name)
-    gate = finding["gates"][finding["failed_gate"]]
-    assert finding["verdict"] == "FAIL" and "StartupExited" in gate["reason"], gate["reason"]
-    first = next(f for f in gate["diagnosis"]["findings"] if f["severity"] != "notice")
+    gate, first = failed_start(inner, name)
     assert first["rule"] == "tp_indivisible", gate["diagnosis"]
     said = " ".join(e["text"] for e in first["evidence"])
     assert "Total number of attention heads (9) must be divisible by tensor parallel size (2)" in (
@@ -202,10 +206,7 @@ def test_real_llamacpp_given_a_corrupt_gguf_is_diagnosed(tmp_path: Path):
     spec["model"]["revision"] = f"gguf-sha256:{hashlib.sha256(bad.read_bytes()).hexdigest()}"
     write_candidate(tmp_path / "candidates", spec)
     inner = run_inner(tmp_path, [name])
-    finding = inner.finding(name)
-    gate = finding["gates"][finding["failed_gate"]]
-    assert finding["verdict"] == "FAIL" and "StartupExited" in gate["reason"], gate["reason"]
-    first = next(f for f in gate["diagnosis"]["findings"] if f["severity"] != "notice")
+    gate, first = failed_start(inner, name)
     assert first["rule"] == "model_file_corrupt", gate["diagnosis"]
     assert any("gguf_init_from" in e["text"] for e in first["evidence"]), first
     assert "diagnosed model_file_corrupt:" in inner.proc.stdout, inner.output()
