@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -91,12 +89,7 @@ def test_reasoning_returned_with_thinking_off_fails_the_control(tmp_path: Path) 
     proofs = [json.loads(x) for x in rows]
     assert [(p["asked"], p["seen"], p["ok"]) for p in proofs] == [("on", True, True)] * 2, proofs
 
-    verify = subprocess.run(
-        [sys.executable, "-m", "tp2qual", "verify", str(inner.run_dir)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    verify = inner.verify()
     assert verify.returncode == 0, verify.stdout[-3000:] + verify.stderr[-2000:]
     assert_nothing_left(inner, NAME)
     assert_nothing_left(inner, ON)

@@ -170,6 +170,15 @@ class Inner:
     def finding(self, name: str) -> dict[str, Any]:
         return json.loads((self.evidence(name) / "finding.json").read_text())
 
+    def verify(self) -> subprocess.CompletedProcess[str]:
+        """``python -m tp2qual verify`` on this run, as a user runs it."""
+        return subprocess.run(
+            [sys.executable, "-m", "tp2qual", "verify", str(self.run_dir)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
     def reports(self, name: str) -> list[dict[str, Any]]:
         return [e for e in self.events if f"[{name}" in e["nodeid"]]
 

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -80,11 +78,6 @@ def test_a_500_to_the_twin_request_fails_tool_calls_not_the_suite(tmp_path: Path
     verdicts = (inner.evidence(NAME) / "tool_calls_verdicts.jsonl").read_text().splitlines()
     assert [json.loads(v)["ok"] for v in verdicts] == [True, False]
 
-    verify = subprocess.run(
-        [sys.executable, "-m", "tp2qual", "verify", str(inner.run_dir)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    verify = inner.verify()
     assert verify.returncode == 0, verify.stdout[-3000:] + verify.stderr[-2000:]
     assert_nothing_left(inner, NAME)

@@ -18,8 +18,6 @@ from __future__ import annotations
 import json
 import random
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import faultproxy
@@ -72,12 +70,7 @@ def test_a_parser_failing_one_call_in_five_fails_gate_05(tmp_path: Path) -> None
     assert power["named"]["ok"] and not power["named"]["judged"]
     assert power["named"]["statement"].startswith("not judged: no power: 5 passing calls")
 
-    verify = subprocess.run(
-        [sys.executable, "-m", "tp2qual", "verify", str(inner.run_dir)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    verify = inner.verify()
     assert verify.returncode == 0, verify.stdout[-3000:] + verify.stderr[-2000:]
     assert "tool_calls 10" in verify.stdout, verify.stdout[-2000:]
     assert_nothing_left(inner, NAME)
