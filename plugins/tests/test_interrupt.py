@@ -1,5 +1,5 @@
-"""Ctrl-C mid-run: the server's whole process group is stopped, the port is free again, and the
-finding says INCOMPLETE with what was captured up to then.
+"""Ctrl-C (or SIGTERM) mid-run: the server's whole process group is stopped, the port is free
+again, and the finding says INCOMPLETE with what was captured up to then.
 
 Each real run gets its SIGINT at a point the test observes in the run's evidence, never after a
 sleep: during start-up (``launch.json`` written, readiness not yet) and mid-gate (gate 03 has
@@ -94,8 +94,16 @@ def results(tmp_path: Path) -> Iterator[Path]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("phase", PHASES)
-def test_sigint_leaves_nothing_running(results: Path, phase: str) -> None:
+@pytest.mark.parametrize(
+    ("phase", "stop"),
+    [("start-up", signal.SIGINT), ("mid-gate", signal.SIGINT), ("mid-gate", signal.SIGTERM)],
+    ids=["start-up", "mid-gate", "mid-gate-sigterm"],
+)
+def test_a_stop_signal_leaves_nothing_running(
+    results: Path, phase: str, stop: signal.Signals
+) -> None:
+    """SIGTERM (``kill``, a CI timeout) is taken as Ctrl-C: before, it killed pytest at once and
+    the servers, each in a session of its own, ran on."""
     reason = why_not_runnable(load_candidate(LOCAL))
     if reason:
         pytest.skip(reason)
@@ -105,7 +113,7 @@ def test_sigint_leaves_nothing_running(results: Path, phase: str) -> None:
         run = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         _wait_for(lambda: PHASES[phase](results), phase, run)
-        run.send_signal(signal.SIGINT)
+        run.send_signal(stop)
         bound = interrupt_bound_s(load_candidate(LOCAL).launch["stop_timeout_s"])
         output = run.communicate(timeout=bound)[0].decode(errors="replace")
     finally:

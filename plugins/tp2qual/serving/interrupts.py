@@ -61,6 +61,34 @@ def interrupts_at_safe_points() -> Iterator[Callable[[], None]]:
         checkpoint()
 
 
+def _terminated(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM taken as Ctrl-C: through SIGINT's handler, so a deferred step still ends first;
+    where SIGINT is ignored (a background job of a script), raised all the same."""
+    handler = signal.getsignal(signal.SIGINT)
+    if callable(handler):
+        handler(signal.SIGINT, frame)
+        return
+    raise KeyboardInterrupt("SIGTERM")
+
+
+def sigterm_as_ctrl_c() -> bool:
+    """Stop on SIGTERM as on Ctrl-C (servers stopped, findings INCOMPLETE), where SIGTERM is at
+    its default (a handler someone else set, or an outer run's, is left alone); main thread
+    only. True when it was set here, to be undone by ``sigterm_restored``."""
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return False
+    signal.signal(signal.SIGTERM, _terminated)
+    return True
+
+
+def sigterm_restored() -> None:
+    """SIGTERM back at its default (``sigterm_as_ctrl_c`` set it)."""
+    if signal.getsignal(signal.SIGTERM) is _terminated:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def forget_handled_interrupts() -> None:
     """Clear CPython's mark of an unhandled Ctrl-C once every Ctrl-C so far has been handled.
 
