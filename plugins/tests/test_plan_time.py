@@ -114,6 +114,12 @@ def test_expected_is_within_the_upper_bound_gate_by_gate(serve: Candidate) -> No
     assert 0 < found.expected_seconds <= found.seconds
     lines = found.lines()
     assert lines[0].startswith("expected about ") and ", at most " in lines[0]
+    items, budget = found.accuracy_items
+    if "agreement" in found.gates:  # gate 07's items, their minutes shown apart (issue 40)
+        assert items == serve.gate("agreement")["accuracy_items"] > 0
+        part = found.accuracy_seconds(items, budget, expected=True)
+        assert part <= found.accuracy_seconds(items, budget) <= found.gate_seconds("agreement")
+        assert any(f"its {items} accuracy items" in line for line in lines)
 
 
 def test_the_reasoning_serves_are_expected_to_answer_at_their_transcripts_size() -> None:

@@ -245,6 +245,7 @@ def estimate_for(candidate: Candidate, others: Mapping[str, Candidate]) -> Estim
         prefill=rested.prefill if rested else (),
         prefill_basis=rested.prefill_basis if rested else "",
         expectations=expectations_of(candidate.spec),
+        rests_on=rested.words() if rested else "",
     )
 
 

@@ -46,6 +46,7 @@ def run_sections(
         Section("run order", tuple(order_lines(ordered, estimates))),
         Section("GPU placement", tuple(placement_lines(ordered, hosts))),
         Section("run time at the dated rates", tuple(time_lines(ordered, estimates, hosts))),
+        Section("the records the time rests on", tuple(record_lines(ordered, estimates))),
     ]
 
 
@@ -124,3 +125,19 @@ def _job(candidate: Candidate, estimates: Mapping[str, Estimate], *, expected: b
     found = estimates[candidate.name]
     seconds = found.expected_seconds if expected else found.seconds
     return Job(candidate.name, seconds, after=after if after in estimates else None)
+
+
+def record_lines(ordered: Sequence[Candidate], estimates: Mapping[str, Estimate]) -> list[str]:
+    """Per candidate: the dated record its time rests on, its reasoning control, gate 05's N,
+    and its time expected and at most."""
+    lines = []
+    for candidate in (c for c in ordered if c.name in estimates):
+        found, tools = estimates[candidate.name], candidate.gate("tool_calls")
+        n = f"gate 05 N {tools.get('repeats', 1)}" if "tool_calls" in found.gates else "no gate 05"
+        control = f"{candidate.reasoning_control} {candidate.request_settings.get('extra', {})}"
+        lines.append(
+            f"{candidate.name}: {found.rests_on or 'no dated record: the decode floor'}; "
+            f"reasoning {control}; {n}; expected {hmm(found.expected_seconds)}, at most "
+            f"{hmm(found.seconds)}"
+        )
+    return lines

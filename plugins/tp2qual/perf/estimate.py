@@ -83,6 +83,8 @@ class Estimate:
     expected: dict[str, GateLoad] = field(default_factory=dict)  # none: as at most
     prefill: Prefill = field(default_factory=Prefill)
     expectations: Expectations = field(default_factory=Expectations)
+    rests_on: str = ""  # the dated record, in words; "" when none (the floor)
+    accuracy_items: tuple[int, int] = (0, 0)  # gate 07's items and each one's budget
 
     def gate_seconds(self, gate: str, *, expected: bool = False) -> float:
         load = (self.expected if expected else {}).get(gate) or self.gates[gate]
@@ -103,6 +105,25 @@ class Estimate:
     def expected_seconds(self) -> float:
         return self.load.value + sum(self.gate_seconds(g, expected=True) for g in self.gates)
 
+    def accuracy_seconds(self, items: int, budget: int, *, expected: bool = False) -> float:
+        """Gate 07's arithmetic items alone: each decoding a short answer (expected) or its
+        whole budget, after a short prompt's first output."""
+        tokens = self.expectations.tokens("short_answer", budget) if expected else budget
+        first = self.first_token.value
+        if expected and (share := self.prefill.short_expected()) is not None:
+            first = min(first, share)
+        return items * (tokens / self.decode.value + first)
+
+    def _accuracy_lines(self) -> list[str]:
+        items, budget = self.accuracy_items
+        if not items:
+            return []
+        expected, most = (self.accuracy_seconds(items, budget, expected=e) / 60 for e in (1, 0))
+        return [
+            f"  of gate 07, its {items} accuracy items ({budget} tokens each at most): expected "
+            f"{expected:.1f} min, at most {most:.1f} min"
+        ]
+
     def lines(self) -> list[str]:
         counted = ", ".join(
             f"{g} {self.gate_seconds(g, expected=True) / 60:.1f} / {self.gate_seconds(g) / 60:.1f}"
@@ -119,6 +140,7 @@ class Estimate:
         return [
             f"expected about {self.expected_seconds / 60:.0f} min, at most {self.seconds / 60:.0f}"
             f" min: load {self.load.value / 60:.1f} min, gates (min, expected / at most) {counted}",
+            f"  rests on: {self.rests_on or 'no dated record: the decode floor'}",
             f"  decode: {self.decode.value:.3g} tok/s, {self.decode.basis}",
             f"  first output of a short request: {expected_first}at most "
             f"{self.first_token.value:.3g} s, {self.first_token.basis}",
@@ -128,6 +150,7 @@ class Estimate:
                 f"{t.prompt.passes}: expected {t.expected_s:.3g} s, at most {t.upper_s:.3g} s each"
                 for t in self.prefill.long
             ),
+            *self._accuracy_lines(),
             *(f"  expected answer: {line}" for line in self.expectations.lines()),
             "  at most: every request decodes its whole max_tokens",
             f"  load: {self.load.basis}",
@@ -202,6 +225,7 @@ def estimate(
     prefill: Sequence[PrefillRow] = (),
     prefill_basis: str = "",
     expectations: Expectations | None = None,
+    rests_on: str = "",
 ) -> Estimate:
     """The candidate's gates as it would run them (a gate not applicable asks nothing), at most
     and as expected; ``prefill``: the record's rows, smallest prompt first."""
@@ -221,7 +245,13 @@ def estimate(
         expected,
         _prefill(settings, candidate.max_model_len, tuple(prefill), prefill_basis),
         expectations,
+        rests_on,
+        _items(settings.get("agreement") or {}),
     )
+
+
+def _items(agreement: Mapping[str, Any]) -> tuple[int, int]:
+    return int(agreement.get("accuracy_items") or 0), int(agreement.get("accuracy_max_tokens") or 0)
 
 
 def _prefill(

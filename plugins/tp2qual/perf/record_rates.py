@@ -39,6 +39,16 @@ class Rested:
     record: Mapping[str, Any]  # the [baseline] used
     owner: str  # the candidate whose file holds it
     converted: str  # "" when of the candidate's own TP size, else how it was converted
+    how: str = ""  # the conversion in short (``converted`` less its source)
+
+    def words(self) -> str:
+        """The record in one line: TP size, date, protocol, source (and its owner, converted)."""
+        record = self.record
+        protocol = str((record.get("definitions") or {}).get(DECODE, "")).split(", ")[0]
+        source = str(record.get("source", "no source")).split(" (")[0]
+        said = f"TP{record.get('tp', '?')} record of {record.get('date', '?')}"
+        said += f" ({protocol or 'no protocol stated'}; {source})"
+        return f"{self.owner}'s {said}, converted: {self.how}" if self.converted else said
 
 
 def rested_on(candidate: Candidate, others: Mapping[str, Candidate]) -> Rested | None:
@@ -74,9 +84,9 @@ def _converted(candidate: Candidate, other: Candidate) -> Rested:
     gain = (candidate.spec.get("campaign") or {}).get("tp2_gain_max") or {}
     decode, prefill = float(gain.get("decode") or 1.0), float(gain.get("prefill") or 1.0)
     why = (
-        f"its own TP{candidate.tp} record has no decode rate, so {other.name}'s TP"
-        f"{record.get('tp')} record with decode / {decode:g} and times to first output x "
-        f"{prefill:g} (the largest TP2 gains the user measured, [campaign] tp2_gain_max)"
+        f"its own TP{candidate.tp} record has no decode rate: decode / {decode:g} and times to "
+        f"first output x {prefill:g} (the largest TP2 gains the user measured, [campaign] "
+        "tp2_gain_max)"
     )
     said = f"{why}: {gain.get('source', 'no source stated')}"
     return _rested(candidate, other, decode, prefill, why, said)
@@ -106,6 +116,7 @@ def _rested(
         record=record,
         owner=owner.name,
         converted=said or why,
+        how=why,
     )
 
 
