@@ -118,7 +118,9 @@ class Estimate:
         items, budget = self.accuracy_items
         if not items:
             return []
-        expected, most = (self.accuracy_seconds(items, budget, expected=e) / 60 for e in (1, 0))
+        expected, most = (
+            self.accuracy_seconds(items, budget, expected=e) / 60 for e in (True, False)
+        )
         return [
             f"  of gate 07, its {items} accuracy items ({budget} tokens each at most): expected "
             f"{expected:.1f} min, at most {most:.1f} min"
