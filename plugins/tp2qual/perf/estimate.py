@@ -86,13 +86,17 @@ class Estimate:
     rests_on: str = ""  # the dated record, in words; "" when none (the floor)
     accuracy_items: tuple[int, int] = (0, 0)  # gate 07's items and each one's budget
 
+    def short_first(self, *, expected: bool = False) -> float:
+        """A short request's first output: at most the record's (smallest row or TTFT); expected,
+        a short prompt's share of the prefill rows where the record has them."""
+        share = self.prefill.short_expected() if expected else None
+        return self.first_token.value if share is None else min(self.first_token.value, share)
+
     def gate_seconds(self, gate: str, *, expected: bool = False) -> float:
         load = (self.expected if expected else {}).get(gate) or self.gates[gate]
         long = [t for t in self.prefill.long if t.prompt.gate == gate]
         short = max(0, load.requests - sum(t.prompt.passes for t in long))
-        first = self.first_token.value
-        if expected and (share := self.prefill.short_expected()) is not None:
-            first = min(first, share)
+        first = self.short_first(expected=expected)
         prefill = sum(t.prompt.passes * (t.expected_s if expected else t.upper_s) for t in long)
         return load.tokens / self.decode.value + short * first + prefill
 
@@ -109,10 +113,7 @@ class Estimate:
         """Gate 07's arithmetic items alone: each decoding a short answer (expected) or its
         whole budget, after a short prompt's first output."""
         tokens = self.expectations.tokens("short_answer", budget) if expected else budget
-        first = self.first_token.value
-        if expected and (share := self.prefill.short_expected()) is not None:
-            first = min(first, share)
-        return items * (tokens / self.decode.value + first)
+        return items * (tokens / self.decode.value + self.short_first(expected=expected))
 
     def _accuracy_lines(self) -> list[str]:
         items, budget = self.accuracy_items
