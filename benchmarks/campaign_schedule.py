@@ -1,6 +1,6 @@
 """Wall time of a qualification campaign spread over N GPU hosts, under each placement rule.
 
-    python benchmarks/campaign_schedule.py [--hosts N] [--run results/<run-id>]
+    python benchmarks/campaign_schedule.py [--hosts N] [--run results/<run-id> | --plan]
                                            [--estimate mid|low|high] [--durations FILE]
 
 Simulates the campaign with ``tp2qual.perf.schedule`` (one qualification at a time per host; a
@@ -17,7 +17,9 @@ Durations: by default the campaign's five TP2 candidates, three TP1 references a
 lane, after which baseline, is read from ``candidates/<name>.toml``). With ``--run``, the
 candidates of a real run instead: each ``results/<run>/<candidate>/finding.json``, seconds =
 the sum of ``gates.<gate>.seconds`` (the server start counts in the first gate that needs it),
-lane = ``candidate_spec.lane.after``. Nothing is started; no results folder is written.
+lane = ``candidate_spec.lane.after``. With ``--plan``, every shipped campaign candidate at the
+time ``pytest --plan`` gives it (``dry_run.estimate_for``: the dated record of its own TP size;
+``--estimate high``: at most, else expected). Nothing is started; no results folder is written.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ from pathlib import Path
 
 from _bench import ROOT
 
-from tp2qual.candidate import load_candidate
+from tp2qual.candidate import load_candidate, load_candidates
+from tp2qual.dry_run import estimate_for
 from tp2qual.perf.schedule import RULES, Job, Simulation, place, simulate
 
 DURATIONS = ROOT / "benchmarks" / "data" / "campaign-durations.toml"
@@ -67,6 +70,22 @@ def from_data_file(path: Path, estimate: str) -> list[Input]:
         seconds = float(entry.get(ESTIMATE_KEYS[estimate], entry["seconds"]))
         job = Job(entry["name"], seconds, after=after, joins=joins)
         inputs.append(Input(job, entry["source"]))
+    return inputs
+
+
+def from_plan(estimate: str) -> list[Input]:
+    """The shipped campaign at ``--plan``'s time: at most for ``high``, else expected."""
+    shipped = {c.name: c for c in load_candidates([ROOT / "candidates"])}
+    most = estimate == "high"
+    inputs = []
+    for candidate in (c for c in shipped.values() if c.spec.get("campaign")):
+        found = estimate_for(candidate, shipped)
+        after = (candidate.spec.get("lane") or {}).get("after")
+        joins = candidate.reference if candidate.reference != after else None
+        seconds = found.seconds if most else found.expected_seconds
+        job = Job(candidate.name, seconds, after=after, joins=joins)
+        figure = "at most" if most else "expected"
+        inputs.append(Input(job, f"pytest --plan, {figure}: {found.rests_on or 'the floor'}"))
     return inputs
 
 
@@ -176,6 +195,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hosts", type=int, choices=range(1, 17), metavar="N",
                         help="one host count (default: 1, 2, 3 and 4)")  # fmt: skip
     parser.add_argument("--run", help="results/<run-id>: durations from its finding.json files")
+    parser.add_argument("--plan", action="store_true",
+                        help="durations from pytest --plan's estimates (expected; "
+                             "--estimate high: at most)")  # fmt: skip
     parser.add_argument("--durations", type=Path, default=DURATIONS,
                         help="data file of estimates (default: %(default)s)")  # fmt: skip
     parser.add_argument("--estimate", choices=tuple(ESTIMATE_KEYS), default="mid",
@@ -186,6 +208,9 @@ def main(argv: list[str] | None = None) -> int:
         folder = resolve_run(args.run)
         inputs = from_run(folder)
         origin = shown(folder)
+    elif args.plan:
+        inputs = from_plan(args.estimate)
+        origin = f"pytest --plan ({'at most' if args.estimate == 'high' else 'expected'})"
     else:
         inputs = from_data_file(args.durations, args.estimate)
         origin = f"{shown(args.durations)} ({args.estimate} estimate)"

@@ -117,8 +117,13 @@ def test_the_rate_is_the_dated_one_else_the_floor_and_says_which() -> None:
     assert tp1.value == 78.7 and "TP1 record of 2026-07-29" in tp1.basis
     deepseek = estimate_for(SHIPPED["deepseek-v4-flash-0731"], {})
     assert deepseek.decode.value == 11.5 and "TP2 record of 2026-08-01" in deepseek.decode.basis
-    nemotron_tp1 = estimate_for(SHIPPED["nemotron-3-super-120b-a12b-nvfp4-tp1"], {})
-    assert nemotron_tp1.decode.basis.startswith("no dated rate: the decode floor")
+    # a TP1 record with no decode rate: its TP2 record slowed by the largest TP2 gain measured
+    nemotron, nemotron_tp1 = (SHIPPED[f"nemotron-3-super-120b-a12b-nvfp4{s}"] for s in ("", "-tp1"))
+    slowed = estimate_for(nemotron_tp1, {nemotron.name: nemotron}).decode
+    assert round(slowed.value, 1) == round(59.5 / 1.39, 1) and "tp2_gain_max" in slowed.basis
+    # none at all: the floor, said so
+    alone = estimate_for(nemotron_tp1, {}).decode
+    assert alone.basis.startswith("no dated rate: the decode floor")
     assert "GiB at 0.383 GiB/s" in deepseek.load.basis
 
 
@@ -140,5 +145,5 @@ def test_plan_of_the_whole_campaign_shows_order_reference_placement_and_time() -
     assert order.index("laguna-s-2.1-nvfp4-dflash") == order.index("laguna-s-2.1-nvfp4") + 1
     assert not [n for n in order if n.startswith("smollm2")]  # the campaign alone
     assert "[GPU placement]" in run and "qwen3.5-122b-a10b-nvfp4-tp1: 1 GPU(s)" in run
-    assert "11 candidate(s) one after another: at most " in run
+    assert "11 candidate(s) one after another: expected " in run and ", at most " in run
     assert out.count("one GPU: weights ") == 8  # the five baselines and the three TP1 files

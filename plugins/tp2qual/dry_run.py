@@ -20,7 +20,6 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
 
 from tp2qual.agreement_plan import agreement_lines
 from tp2qual.budget import DEFAULT_FLOOR_TOK_S
@@ -37,10 +36,12 @@ from tp2qual.lane_changes import plan_lines
 from tp2qual.launch import ResolvedLaunch
 from tp2qual.model_cache import cache_volume
 from tp2qual.perf.comparison import compare_baseline, roofline_for
-from tp2qual.perf.estimate import Estimate, Rate, dated_rate, estimate
+from tp2qual.perf.estimate import Estimate, Rate, estimate
+from tp2qual.perf.expected_use import expectations_of
 from tp2qual.perf.fit import one_gpu_fit, weights
 from tp2qual.perf.floor_basis import unmeasured
 from tp2qual.perf.floors import FloorSet, budget_floor, floor_plan_lines, judged_floors
+from tp2qual.perf.record_rates import rested_on
 from tp2qual.rehearsal import Shipped, rehearse, shipped_from
 from tp2qual.rehearsal import plan_lines as rehearsal_plan_lines
 from tp2qual.serving.engine_check import plan_lines as engine_check_lines
@@ -230,23 +231,22 @@ def fit_lines(candidate: Candidate) -> list[str]:
 
 
 def estimate_for(candidate: Candidate, others: Mapping[str, Candidate]) -> Estimate:
-    """The candidate's time at the dated rates (perf/estimate.py): its own ``[baseline]``
-    figures, else its reference's, else its decode floor (the slowest a PASS allows)."""
-    reference = others.get(candidate.reference or "")
-    baselines = [candidate.spec.get("baseline"), reference and reference.spec.get("baseline")]
-    decode = _first_rate(baselines, "decode_tok_s_median") or _floor_rate(candidate)
-    first = _first_rate(baselines, "ttft_s_median") or Rate(0.0, "no dated TTFT: not counted")
+    """The candidate's time, expected and at most (perf/estimate.py), at the dated record of its
+    own TP size, else its model's other-TP record converted (perf/record_rates.py), else its
+    decode floor (the slowest a PASS allows), each said."""
+    rested = rested_on(candidate, others)
+    no_ttft = Rate(0.0, "no dated TTFT: not counted")
     return estimate(
         candidate,
-        decode=decode,
-        first_token=first,
+        decode=rested.decode if rested else _floor_rate(candidate),
+        first_token=(rested.first_token if rested else None) or no_ttft,
         load=_load(candidate),
         agreement_prompt_tokens=_agreement_prompt_tokens(),
+        prefill=rested.prefill if rested else (),
+        prefill_basis=rested.prefill_basis if rested else "",
+        expectations=expectations_of(candidate.spec),
+        rests_on=rested.words() if rested else "",
     )
-
-
-def _first_rate(baselines: list[Any], figure: str) -> Rate | None:
-    return next((r for b in baselines if (r := dated_rate(b, figure)) is not None), None)
 
 
 def _floor_rate(candidate: Candidate) -> Rate:

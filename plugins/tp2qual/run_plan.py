@@ -1,6 +1,7 @@
 """``pytest --plan``'s closing sections, for the whole selection: the order the run takes the
 candidates in (each model's reference, then the serve judged against it, then its lanes), where
-each one's GPUs come from and when they are freed, and the wall time at the dated rates.
+each one's GPUs come from and when they are freed, and the wall time at the dated rates:
+expected, and at most (perf/estimate.py).
 
 Built from what the run itself uses: ``run_order`` (the gating plugin sorts by it), the
 per-candidate estimates of ``dry_run.estimate_for``, and under ``--hosts`` the placement
@@ -45,6 +46,7 @@ def run_sections(
         Section("run order", tuple(order_lines(ordered, estimates))),
         Section("GPU placement", tuple(placement_lines(ordered, hosts))),
         Section("run time at the dated rates", tuple(time_lines(ordered, estimates, hosts))),
+        Section("the records the time rests on", tuple(record_lines(ordered, estimates))),
     ]
 
 
@@ -72,7 +74,8 @@ def _described(
     elif not candidate.reference:
         parts.append("no reference")
     if candidate.name in estimates:
-        parts.append(f"at most {hmm(estimates[candidate.name].seconds)}")
+        found = estimates[candidate.name]
+        parts.append(f"expected {hmm(found.expected_seconds)}, at most {hmm(found.seconds)}")
     return f"{candidate.name}: " + "; ".join(parts)
 
 
@@ -94,23 +97,47 @@ def time_lines(
     hosts: Mapping[str, str] | None,
 ) -> list[str]:
     counted = [c for c in ordered if c.name in estimates]
-    total = sum(estimates[c.name].seconds for c in counted)
+    expected = sum(estimates[c.name].expected_seconds for c in counted)
+    most = sum(estimates[c.name].seconds for c in counted)
     lines = [
-        f"{len(counted)} candidate(s) one after another: at most {hmm(total)} (h:mm), each "
-        "candidate's terms in its own 'time at the dated rates' section"
+        f"{len(counted)} candidate(s) one after another: expected {hmm(expected)}, at most "
+        f"{hmm(most)} (h:mm), each candidate's terms and the record they rest on in its own "
+        "'time at the dated rates' section"
     ]
     if hosts:
         by_host: dict[str, list[str]] = {}
         for candidate in counted:
             by_host.setdefault(hosts.get(candidate.name, "none"), []).append(candidate.name)
-        jobs = [_job(c, estimates) for c in counted]
-        wall = simulate(jobs, by_host).wall_seconds
-        lines.append(f"spread over {len(by_host)} host(s) as placed: at most {hmm(wall)} (h:mm)")
+        walls = [
+            simulate([_job(c, estimates, expected=e) for c in counted], by_host).wall_seconds
+            for e in (True, False)
+        ]
+        lines.append(
+            f"spread over {len(by_host)} host(s) as placed: expected {hmm(walls[0])}, at most "
+            f"{hmm(walls[1])} (h:mm)"
+        )
     return lines
 
 
-def _job(candidate: Candidate, estimates: Mapping[str, Estimate]) -> Job:
+def _job(candidate: Candidate, estimates: Mapping[str, Estimate], *, expected: bool) -> Job:
     """A lane waits for its baseline wherever each was placed (a baseline not in the run: no)."""
     after = candidate.spec.get("lane", {}).get("after")
-    seconds = estimates[candidate.name].seconds
+    found = estimates[candidate.name]
+    seconds = found.expected_seconds if expected else found.seconds
     return Job(candidate.name, seconds, after=after if after in estimates else None)
+
+
+def record_lines(ordered: Sequence[Candidate], estimates: Mapping[str, Estimate]) -> list[str]:
+    """Per candidate: the dated record its time rests on, its reasoning control, gate 05's N,
+    and its time expected and at most."""
+    lines = []
+    for candidate in (c for c in ordered if c.name in estimates):
+        found, tools = estimates[candidate.name], candidate.gate("tool_calls")
+        n = f"gate 05 N {tools.get('repeats', 1)}" if "tool_calls" in found.gates else "no gate 05"
+        control = f"{candidate.reasoning_control} {candidate.request_settings.get('extra', {})}"
+        lines.append(
+            f"{candidate.name}: {found.rests_on or 'no dated record: the decode floor'}; "
+            f"reasoning {control}; {n}; expected {hmm(found.expected_seconds)}, at most "
+            f"{hmm(found.seconds)}"
+        )
+    return lines
