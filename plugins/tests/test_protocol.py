@@ -141,3 +141,53 @@ def test_each_lane_names_records_it_can_be_held_to(lane: Candidate) -> None:
         rows = [{**r, "prompt_tokens": profile["prompt_tokens"]} for r in record_rows(body)]
         assert differences(profile, [entry["serve"]], lane.tp, rows, entry, body) == []
     assert own or lane.name.startswith("smollm2"), f"{lane.name}: no record of its own serve"
+
+
+def _stream(n: int, ttft: float) -> dict[str, Any]:
+    chunks = [_chunk(content="a"), _chunk(content="b"), USAGE]
+    timed = [{"t": ttft + d, "data": c} for d, c in zip((0, 0.5, 0.9), chunks, strict=True)]
+    return {"tag": f"protocol#{n}", "status": 200, "e2e_s": ttft + 1.0, "chunks": timed}
+
+
+def _protocol_run(tmp_path: Path, tamper: float = 0.0) -> Any:
+    """A run folder as gate 08 leaves it after two protocol requests beside the Qwen record."""
+    from tp2qual.evidence.protocol_records import copy_name
+    from tp2qual.evidence.rederive.common import GateRun
+
+    raw = QWEN.read_bytes()
+    entry = {**ENTRY, "serve": "cpu", "sha256": hashlib.sha256(raw).hexdigest()}
+    profile = {**PROFILE, "requests": 2, "prompt_tokens": 1000, "records": [entry]}
+    streams = [_stream(0, 0.5), _stream(1, 0.6)]
+    rows = [
+        {"i": n, **request_figures([c["data"] for c in s["chunks"]], [c["t"] for c in s["chunks"]],
+                                   s["e2e_s"])}
+        for n, s in enumerate(streams)
+    ]  # fmt: skip
+    rows[0]["decode_tok_s"] += tamper
+    (tmp_path / "throughput.jsonl").write_text("".join(json.dumps(s) + "\n" for s in streams))
+    (tmp_path / "protocol_samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    stats = {"profile": profile, "summary": summary(rows)}
+    (tmp_path / "protocol_summary.json").write_text(json.dumps(stats))
+    resolved = {"name": "cpu", "serve": {"tensor_parallel_size": 2}, "gates": {}}
+    body = json.loads(raw)
+    (tmp_path / "protocol_beside.json").write_text(
+        json.dumps([beside(profile, ["cpu"], 2, rows, entry, body)])
+    )
+    (tmp_path / copy_name(entry)).parent.mkdir()
+    (tmp_path / copy_name(entry)).write_bytes(raw)
+    settings = {"protocol": profile}
+    return GateRun(tmp_path, settings, "vllm", 2048, resolved)
+
+
+def test_verify_rederives_the_protocol_from_its_streams(tmp_path: Path) -> None:
+    from tp2qual.evidence.rederive.throughput import throughput
+
+    got = throughput(_protocol_run(tmp_path))
+    assert (got.records, got.mismatches, got.failures) == (2, [], [])
+
+
+def test_verify_names_a_figure_the_streams_do_not_give(tmp_path: Path) -> None:
+    from tp2qual.evidence.rederive.throughput import throughput
+
+    got = throughput(_protocol_run(tmp_path, tamper=1.0))
+    assert any(m.what == "protocol_samples.jsonl decode_tok_s" for m in got.mismatches), got

@@ -21,12 +21,14 @@ from tp2qual.serving.server import Api
 
 QUESTION = " Summarize the harbour log above in a few sentences."
 _SMALL, _LARGE = 8, 64  # calibration sizes in filler sentences
-_SPREAD = 100_000  # each request's filler numbering starts this far from the last
+# Request n's filler is numbered from _BASE + _SPREAD * (n + 1), the calibration's (n = -1) from
+# _BASE: every number has the same 8 digits, so each prompt tokenizes as the calibration did.
+_BASE, _SPREAD = 10_000_000, 100_000
 
 
 def prompt(sentences: int, n: int) -> str:
     """Request ``n``'s prompt: ``sentences`` of filler numbered from its own start."""
-    return filler(sentences, start=1 + _SPREAD * (n + 1)) + QUESTION
+    return filler(sentences, start=_BASE + _SPREAD * (n + 1)) + QUESTION
 
 
 def body(candidate: Candidate, profile: Mapping[str, Any], text: str) -> dict[str, Any]:
