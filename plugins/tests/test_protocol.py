@@ -191,3 +191,18 @@ def test_verify_names_a_figure_the_streams_do_not_give(tmp_path: Path) -> None:
 
     got = throughput(_protocol_run(tmp_path, tamper=1.0))
     assert any(m.what == "protocol_samples.jsonl decode_tok_s" for m in got.mismatches), got
+
+
+def test_the_cpu_record_rederives_from_its_raw_streams() -> None:
+    """docs/records/2026-12-05: each request of the record is its raw stream, measured again."""
+    folder = ROOT / "docs/records/2026-12-05"
+    record = json.loads((folder / "smollm2-135m-vllm-tp2-capacity-v3-cpu.json").read_text())
+    lines = (folder / "smollm2-135m-vllm-tp2-capacity-v3-cpu.exchanges.jsonl").read_text()
+    streams = {e["tag"]: e for e in map(json.loads, lines.splitlines()) if "chunks" in e}
+    rows = []
+    for n in range(record["requests"]):
+        s = streams[f"protocol#{n}"]
+        chunks, times = [c["data"] for c in s["chunks"]], [c["t"] for c in s["chunks"]]
+        rows.append(request_figures(chunks, times, s["e2e_s"]))
+    again = record_rows(as_record(rows, {**PROFILE, "requests": 4, "max_tokens": 32}, {}))
+    assert again == record_rows(record)

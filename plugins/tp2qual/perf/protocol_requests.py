@@ -20,7 +20,7 @@ from tp2qual.prompts import Calibration, calibrate, filler
 from tp2qual.serving.server import Api
 
 QUESTION = " Summarize the harbour log above in a few sentences."
-_SMALL, _LARGE = 8, 64  # calibration sizes in filler sentences
+_SMALL, _LARGE = 4, 16  # calibration sizes in filler sentences (16: ~550 tokens, in any window)
 # Request n's filler is numbered from _BASE + _SPREAD * (n + 1), the calibration's (n = -1) from
 # _BASE: every number has the same 8 digits, so each prompt tokenizes as the calibration did.
 _BASE, _SPREAD = 10_000_000, 100_000
