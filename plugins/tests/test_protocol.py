@@ -150,33 +150,33 @@ def _stream(n: int, ttft: float) -> dict[str, Any]:
 
 
 def _protocol_run(tmp_path: Path, tamper: float = 0.0) -> Any:
-    """A run folder as gate 08 leaves it after two protocol requests beside the Qwen record."""
+    """A lane's run folder as gate 08 leaves it after two protocol requests, beside a record of
+    its baseline's serve made of the same two requests (like for like: divided)."""
     from tp2qual.evidence.protocol_records import copy_name
     from tp2qual.evidence.rederive.common import GateRun
 
-    raw = QWEN.read_bytes()
-    entry = {**ENTRY, "serve": "cpu", "sha256": hashlib.sha256(raw).hexdigest()}
-    profile = {**PROFILE, "requests": 2, "prompt_tokens": 1000, "records": [entry]}
+    profile: dict[str, Any] = {**PROFILE, "requests": 2, "prompt_tokens": 1000}
     streams = [_stream(0, 0.5), _stream(1, 0.6)]
     rows = [
         {"i": n, **request_figures([c["data"] for c in s["chunks"]], [c["t"] for c in s["chunks"]],
                                    s["e2e_s"])}
         for n, s in enumerate(streams)
     ]  # fmt: skip
+    raw = json.dumps(as_record(rows, profile, {})).encode()
+    entry = {**ENTRY, "serve": "cpu", "sha256": hashlib.sha256(raw).hexdigest()}
+    profile["records"] = [entry]
     rows[0]["decode_tok_s"] += tamper
     (tmp_path / "throughput.jsonl").write_text("".join(json.dumps(s) + "\n" for s in streams))
     (tmp_path / "protocol_samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     stats = {"profile": profile, "summary": summary(rows)}
     (tmp_path / "protocol_summary.json").write_text(json.dumps(stats))
-    resolved = {"name": "cpu", "serve": {"tensor_parallel_size": 2}, "gates": {}}
-    body = json.loads(raw)
-    (tmp_path / "protocol_beside.json").write_text(
-        json.dumps([beside(profile, ["cpu"], 2, rows, entry, body)])
-    )
+    resolved = {"name": "cpu-lane", "lane_after": "cpu", "tp": 2, "gates": {}}
+    written = beside(profile, ["cpu-lane", "cpu"], 2, rows, entry, json.loads(raw))
+    assert written["divided"]
+    (tmp_path / "protocol_beside.json").write_text(json.dumps([written]))
     (tmp_path / copy_name(entry)).parent.mkdir()
     (tmp_path / copy_name(entry)).write_bytes(raw)
-    settings = {"protocol": profile}
-    return GateRun(tmp_path, settings, "vllm", 2048, resolved)
+    return GateRun(tmp_path, {"protocol": profile}, "vllm", 2048, resolved)
 
 
 def test_verify_rederives_the_protocol_from_its_streams(tmp_path: Path) -> None:

@@ -70,9 +70,9 @@ def _summary(run: GateRun, rows: list[dict[str, Any]], out: Rederived) -> None:
 def _beside(run: GateRun, profile: dict[str, Any], rows: list[dict], out: Rederived) -> None:
     written = _as_list(run)
     resolved = run.recorded()
-    after = resolved.get("lane", {}).get("after")
+    after = resolved.get("lane_after")  # the serve a lane shares with its baseline
     serves = [resolved.get("name"), *([after] if after else [])]
-    tp = resolved.get("serve", {}).get("tensor_parallel_size")
+    tp = resolved.get("tp")
     for n, entry in enumerate(profile.get("records", [])):
         path = run.root / copy_name(entry)
         recorded = written[n] if n < len(written) else {}
