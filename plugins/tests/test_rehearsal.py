@@ -39,7 +39,8 @@ def test_every_shipped_campaign_candidate_and_lane_is_rehearsed() -> None:
     names = {c.name for c in CAMPAIGN}
     assert {c.max_model_len for c in CAMPAIGN} >= set(BOUNDS)
     assert any(c.tp == 1 for c in CAMPAIGN) and any(c.spec.get("lane") for c in CAMPAIGN)
-    assert len(names) == 11, sorted(names)  # 5 TP2 baselines, 3 TP1 references, 3 lanes
+    # 5 TP2 baselines, 3 TP1 references, 3 lanes, 5 capacity-protocol lanes
+    assert len(names) == 16, sorted(names)
 
 
 @pytest.mark.parametrize("serve", CAMPAIGN, ids=[c.name for c in CAMPAIGN])

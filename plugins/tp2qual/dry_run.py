@@ -184,8 +184,29 @@ def floor_lines(candidate: Candidate) -> list[str]:
     ]
     budget = candidate.time_budget(None, *_budget_floor(judged))
     lines.append(f"request budget: {budget.explain(2048)}")
+    lines = protocol_plan_lines(settings.get("protocol")) or lines
     if candidate.not_applicable("throughput"):
         lines.insert(0, f"gate 08 not applicable: {candidate.not_applicable('throughput')}")
+    return lines
+
+
+def protocol_plan_lines(profile: Mapping[str, Any] | None) -> list[str]:
+    """A capacity protocol (run instead of the single-stream samples): its requests, sizes and
+    the records it is put beside; no floor is judged on it."""
+    if not profile:
+        return []
+    lines = [
+        f"runs {profile['name']} instead of the single-stream samples: {profile['requests']} "
+        f"requests at c1, each a {profile['prompt_tokens']:,}-token prompt (the engine's count, "
+        f"calibrated by 3 one-token requests), capped at {profile['max_tokens']} tokens; no floor",
+    ]
+    if profile.get("scaled"):
+        lines.append(f"scaled: {profile['scaled']}")
+    lines += [
+        f"beside: the {r['date']} TP{r['tp']} record of {r['serve']} ({r['path']}); divided "
+        f"only like for like, prompt within {profile['prompt_tolerance']:.0%}"
+        for r in profile.get("records", [])
+    ]
     return lines
 
 

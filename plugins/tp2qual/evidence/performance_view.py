@@ -13,6 +13,7 @@ from tp2qual.artifacts.claims import read_records
 from tp2qual.artifacts.finding import read_finding
 from tp2qual.artifacts.layout import FINDING, REPORT, read_json_object
 from tp2qual.evidence.charts import sample_chart
+from tp2qual.evidence.protocol_view import protocol_facts
 from tp2qual.evidence.report_model import (
     FIGURES,
     PLOTTED,
@@ -124,6 +125,7 @@ def performance_context(cand_dir: Path) -> tuple[Fact, ...]:
         facts.append(("measured / roofline", f"{measured} tok/s = {fmt(roof.get('fraction'))}"))
     elif roof:
         facts.append(("decode roofline", f"not computed: {roof.get('why')}"))
+    facts += protocol_facts(cand_dir)  # a capacity-protocol run beside its dated records
     facts += basis_facts(recorded_bases(cand_dir))
     facts += floor_facts(read_json_object(cand_dir / FLOORS_FILE))
     facts += server_timing_facts(read_json_object(cand_dir / "server_timings.json") or {})

@@ -41,6 +41,7 @@ from tp2qual.evidence.performance_view import (
     sample_charts,
     stat_rows,
 )
+from tp2qual.evidence.protocol_view import protocol_stats
 from tp2qual.evidence.reference import REFERENCE_IDENTITY
 from tp2qual.evidence.report_model import (
     OUTCOME_LABELS,
@@ -282,7 +283,7 @@ def build_candidate(run_dir: Path, cand_dir: Path, manifest: dict[str, Any]) -> 
         launch_flags=launch_flags(cand_dir, finding),
         failures=tuple(g for g in gates if g.outcome == FAILED),
         suite_errors=tuple(g for g in gates if g.outcome == ERROR),
-        stats=stat_rows(_json(cand_dir / SUMMARY)),
+        stats=stat_rows(_json(cand_dir / SUMMARY)) or protocol_stats(cand_dir),
         plots=sample_charts(cand_dir, judged_floor_values(cand_dir) or _floors(finding)),
         context=performance_context(cand_dir),
         artifacts=tuple(_link(run_dir, p, manifest) for p in files),

@@ -186,6 +186,7 @@ def record_resolved_candidate(
             "max_model_len": candidate.max_model_len,
             "served_name": candidate.served_name,
             "tp": candidate.tp,
+            "lane_after": candidate.spec.get("lane", {}).get("after"),  # its baseline, if a lane
             "command": candidate.command,  # the launch as written: the backends it asks for
             "model": _pins(candidate),  # gate 00's pins
             "gpus": candidate.gpus,  # gate 00's GPU needs

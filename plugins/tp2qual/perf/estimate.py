@@ -205,6 +205,10 @@ def _agreement(s: Mapping[str, Any], prompt_tokens: Sequence[int]) -> GateLoad:
 
 
 def _throughput(s: Mapping[str, Any], _: Sequence[int]) -> GateLoad:
+    """The single-stream samples, or the capacity protocol that runs instead: three one-token
+    calibrations, then ``requests`` capped at its ``max_tokens``."""
+    if protocol := s.get("protocol"):
+        return GateLoad(3 + protocol["requests"], protocol["requests"] * protocol["max_tokens"] + 3)
     return _tokens(s, int(s.get("samples") or 0) + int(s.get("warmup") or 0))
 
 

@@ -39,6 +39,7 @@ SUPPORTS_PASS: dict[str, Callable[[Any, Mapping[str, Any]], bool]] = {
     "over_bound_status": lambda v, _s: isinstance(v, int) and 400 <= v < 500,
     "over_bound_stream": lambda v, _s: v in PASSING,
     "samples": lambda v, s: isinstance(v, int) and v >= s["samples"],
+    "protocol_requests": lambda v, s: isinstance(v, int) and v >= s["protocol"]["requests"],
 }
 
 

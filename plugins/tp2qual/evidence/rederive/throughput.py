@@ -6,7 +6,8 @@ with the output tokens counted by the gate's own ``output_tokens``), the samples
 from ``roofline.json``'s inputs (``perf.roofline.decode_bound``) and the floors derived (a
 measured basis from the samples ``throughput_reference.json`` copied) and checked in their
 direction (``perf.floors``). The rows re-derived are
-``throughput_samples.jsonl``'s.
+``throughput_samples.jsonl``'s. A candidate that runs the capacity protocol instead is
+re-derived by ``rederive/protocol.py``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 from tp2qual.artifacts.layout import read_json_object
 from tp2qual.checks.replies import stream_usage
 from tp2qual.evidence.rederive.common import GateRun, Rederived, chunks_of
+from tp2qual.evidence.rederive.protocol import protocol
 from tp2qual.evidence.throughput_reference import recorded_bases
 from tp2qual.perf import floors
 from tp2qual.perf.roofline import decode_bound
@@ -28,6 +30,8 @@ ROOFLINE_INPUTS = ("active_params_b", "bits_per_weight", "bandwidth_gbs", "tp")
 
 
 def throughput(run: GateRun) -> Rederived:
+    if "protocol" in run.settings:  # the protocol ran instead of the single-stream samples
+        return protocol(run, run.settings["protocol"])
     raw = run.records("throughput.jsonl")
     out = Rederived(rows={"throughput_samples.jsonl": []})
     # A run recorded before endings were judged names no finish_reasons: its own rule.
