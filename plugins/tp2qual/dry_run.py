@@ -20,6 +20,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
 from tp2qual.agreement_plan import agreement_lines
 from tp2qual.budget import DEFAULT_FLOOR_TOK_S
