@@ -72,7 +72,7 @@ def _beside(run: GateRun, profile: dict[str, Any], rows: list[dict], out: Rederi
     resolved = run.recorded()
     after = resolved.get("lane_after")  # the serve a lane shares with its baseline
     serves = [resolved.get("name"), *([after] if after else [])]
-    tp = resolved.get("tp")
+    tp = int(resolved.get("tp") or 0)  # none recorded: no TP matches, nothing divided
     for n, entry in enumerate(profile.get("records", [])):
         path = run.root / copy_name(entry)
         recorded = written[n] if n < len(written) else {}
