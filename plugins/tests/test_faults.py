@@ -171,12 +171,15 @@ class Inner:
         return json.loads((self.evidence(name) / "finding.json").read_text())
 
     def verify(self) -> subprocess.CompletedProcess[str]:
-        """``python -m tp2qual verify`` on this run, as a user runs it."""
+        """``python -m tp2qual verify`` on this run, as a user runs it, with this checkout's
+        package (the inner run's; a venv installed from another checkout would judge by its)."""
+        path = os.pathsep.join(filter(None, [str(MAIN / "plugins"), os.environ.get("PYTHONPATH")]))
         return subprocess.run(
             [sys.executable, "-m", "tp2qual", "verify", str(self.run_dir)],
             capture_output=True,
             text=True,
             timeout=120,
+            env={**os.environ, "PYTHONPATH": path},
         )
 
     def reports(self, name: str) -> list[dict[str, Any]]:

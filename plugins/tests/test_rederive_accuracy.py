@@ -47,3 +47,15 @@ def test_a_gate_cut_short_before_the_stop_is_no_stop_mismatch() -> None:
     """Fewer asked than the stop point and no stop line: the gate was cut (its own FAIL says
     why), not a stop that verify could recompute."""
     assert _mismatches(_lines(30, None)) == []
+
+
+def test_a_stop_before_the_first_item_is_recomputed() -> None:
+    """Two items planned can never show a drop at 0.05 (p >= 0.25 with both lost): the gate
+    stops after 0 and writes no item, so the set is the reference's (a real run had verify
+    expect no stop there)."""
+    lines = _lines(0, None)
+    want = expected_stop(lines, 2, 0.05)
+    assert want is not None and want["after"] == 0
+    out = Rederived()
+    check_stop([*lines, {"kind": STOPPED, **want}], {**SETTINGS, "accuracy_items": 2}, out)
+    assert out.mismatches == []

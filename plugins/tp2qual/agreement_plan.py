@@ -3,9 +3,15 @@ near-bound prompt's size, and the smallest accuracy drop its item count can see.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
+from typing import Any
+
 from tp2qual.candidate import GATE_DEFAULTS, Candidate
 from tp2qual.checks.accuracy import detectable_drop
+from tp2qual.checks.agreement.flips import detectable_flip_rate, flip_threshold
 from tp2qual.engines import engine_for
+from tp2qual.evidence.reference import PROMPT_SET
 
 # The smallest fault each default teacher-forced bound FAILs: Gaussian logit noise of sigma,
 # and the true KL per token there, on the synthetic pairs of tests/logitnoise.py (400
@@ -19,6 +25,22 @@ TF_CATCHES = {
 }
 
 
+# The fault only the flip bound catches: a serve that swaps its top two logits where they are
+# within this many nat (on tests/logitnoise.py's open reference, whose near-ties are as common
+# as in the recorded answers, with healthy noise sigma 0.05), and the true KL per token there;
+# mean |Δ|, p99 and KL pass that serve up to the last window. test_agreement_flips.py
+# recomputes it with ``first_fail(..., knob="swap_within")``.
+FLIP_CATCH = {"swap_within": 0.14, "true_kl": 0.0009, "others_pass_to": 0.38}
+_FLIP_KEYS = ("tf_min_top1_agreement", "flip_alpha")
+
+
+def tf_positions(settings: Mapping[str, Any]) -> int:
+    """The teacher-forced positions at most: the judged prompts' max_tokens summed (a
+    reference answer that stops early has fewer)."""
+    prompts = json.loads(PROMPT_SET.read_text())["prompts"][: int(settings["prompts"]) or None]
+    return sum(int(p["max_tokens"]) for p in prompts)
+
+
 def tf_catch_lines(settings: dict[str, object]) -> list[str]:
     """Each teacher-forced bound with the smallest fault it FAILs, where the bound is the
     default the table was measured on; a changed bound says its fault size is not measured."""
@@ -29,7 +51,27 @@ def tf_catch_lines(settings: dict[str, object]) -> list[str]:
         else:
             said = "fault size not measured for this bound (tests/logitnoise.first_fail)"
         lines.append(f"  teacher-forced {figure} bound {settings[key]}: {said}")
-    return lines
+    return [*lines, flip_line(settings)]
+
+
+def flip_line(settings: Mapping[str, Any]) -> str:
+    """The flip bound's power over the gate's positions, and the near-tie fault it catches."""
+    n, alpha = tf_positions(settings), float(settings["flip_alpha"])
+    rate = 1 - float(settings["tf_min_top1_agreement"])
+    need, seen = flip_threshold(n, rate, alpha), detectable_flip_rate(n, rate, alpha)
+    said = (
+        f"  argmax flips judged binomially (a flip rate of {rate:.0%} at alpha {alpha}): over "
+        f"{n} positions FAIL from {need} flips, a true flip rate >= "
+        f"{'none' if seen is None else f'{seen:.1%}'} with 80 % power"
+    )
+    if all(settings[k] == GATE_DEFAULTS["agreement"][k] for k in _FLIP_KEYS):
+        c = FLIP_CATCH
+        said += (
+            f"; FAILs a serve that swaps near-ties within {c['swap_within']} nat (true KL "
+            f"{c['true_kl']} nat/token), which mean |Δ|, p99 and KL pass up to "
+            f"{c['others_pass_to']} nat"
+        )
+    return said
 
 
 def agreement_lines(candidate: Candidate) -> list[str]:

@@ -108,10 +108,17 @@ GATE_DEFAULTS: dict[str, dict[str, Any]] = {
         # llama.cpp: mean 0.031, p99 0.172, top-1 0.976, KL 0.0012) with about 2x room; each
         # FAILs Gaussian logit noise of sigma 0.26-0.28 (true KL 0.013-0.015 nat/token) on the
         # synthetic pairs of tests/logitnoise.py, so a 4-bit-size fault (KL >= 0.03) FAILs.
+        # The top-1 share is judged by its argmax flips (checks/agreement/flips.py): FAIL when
+        # more than a flip rate of 1 - min_top1_agreement explains at flip_alpha (binomial over
+        # the positions). 0.97: the healthy pairs flip 1.3 and 2.4 %; over 400 positions it
+        # FAILs from 22 flips, as the bare 0.95 did from 21, yet 32 positions at the self bound
+        # (the near-bound prompt) need 6, not 2. A serve that swaps near-ties flips while |Δ|
+        # and KL hold (docs/agreement.md).
         "tf_max_mean_abs_delta": 0.06,
         "tf_max_p99_abs_delta": 0.4,
-        "tf_min_top1_agreement": 0.95,
+        "tf_min_top1_agreement": 0.97,
         "tf_max_mean_kl": 0.004,
+        "flip_alpha": 0.01,
         "near_bound_fill": 0.75,
         "near_bound_max_tokens": 32,
         "accuracy_items": 30,

@@ -51,7 +51,9 @@ class Evaluation:
     not_judged: dict[str, str] = field(default_factory=dict)  # part -> why it could not judge
 
     def part(self, prefix: str, verdict: Verdict, **figures: Any) -> None:
-        self.claims |= {f"{prefix}_{k}": v for k, v in figures.items() if k != "worst"}
+        self.claims |= {
+            f"{prefix}_{k}": v for k, v in figures.items() if k not in scoring.UNCLAIMED
+        }
         self.claims[f"{prefix}_judgement"] = verdict.measures.get("judgement")
         if not verdict.ok:
             self.problems.append(verdict.reason)

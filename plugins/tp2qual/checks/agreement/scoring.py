@@ -10,7 +10,8 @@ Two uses, one rule:
   on both sides, so drift past the first differing token shows.
 
 Per position: |Δ| of the token's logprob, whether both sides' top-1 agree (its complement is the
-argmax flip rate), and a KL estimate over the shared top N *plus one tail bucket per side*
+argmax flip rate, judged by a binomial test over the positions: ``flips``), and a KL estimate
+over the shared top N *plus one tail bucket per side*
 (``Σ p·log(p/q)`` over the tokens both lists name, and ``p_tail·log(p_tail/q_tail)`` with
 ``p_tail = 1 - Σ p`` over them, likewise ``q_tail``). That is the exact KL of both
 distributions coarsened to those buckets, so it is never negative and never above the true KL
@@ -30,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tp2qual.checks.agreement.flips import flip_p
 from tp2qual.checks.agreement.rows import Row, aligned, answer_rows, reread_rows
 from tp2qual.checks.verdict import Verdict
 
@@ -43,15 +45,20 @@ class Bounds:
     min_top1_agreement: float
     max_mean_kl: float
     min_aligned_share: float
+    # The argmax flips FAIL when more than a flip rate of 1 - min_top1_agreement explains at
+    # this alpha (flips.py); None: the bare share, as runs recorded before flip_alpha were judged.
+    flip_alpha: float | None = None
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, Any], prefix: str) -> Bounds:
+        alpha = settings.get("flip_alpha")
         return cls(
             float(settings[f"{prefix}_max_mean_abs_delta"]),
             float(settings[f"{prefix}_max_p99_abs_delta"]),
             float(settings[f"{prefix}_min_top1_agreement"]),
             float(settings[f"{prefix}_max_mean_kl"]),
             float(settings["min_aligned_share"]),
+            None if alpha is None else float(alpha),
         )
 
 
@@ -114,10 +121,17 @@ def figures(pairs: Sequence[tuple[Row, Row]], positions: int) -> dict[str, Any]:
         "mean_abs_delta": round(sum(deltas) / len(deltas), 6) if deltas else None,
         "p99_abs_delta": round(quantile(deltas, 0.99), 6) if deltas else None,
         "top1_agreement": round(sum(tops) / len(tops), 6) if tops else None,
+        "flips": len(tops) - sum(tops),
+        "top1_positions": len(tops),
         "mean_kl": round(sum(kls) / len(kls), 6) if kls else None,
         "outside_top": bounded,
         "worst": worst,
     }
+
+
+# Figures kept out of the summary's claims: the worst position and the flip count are said in
+# the judgement's words (and re-derived with it); runs recorded before the count verify alike.
+UNCLAIMED = ("worst", "flips", "top1_positions")
 
 
 def judge(found: Mapping[str, Any], bounds: Bounds, what: str) -> Verdict:
@@ -132,7 +146,6 @@ def judge(found: Mapping[str, Any], bounds: Bounds, what: str) -> Verdict:
     checks = (
         ("mean |Δ logprob|", found["mean_abs_delta"], bounds.max_mean_abs_delta, "<="),
         ("p99 |Δ logprob|", found["p99_abs_delta"], bounds.max_p99_abs_delta, "<="),
-        ("top-1 agreement", found["top1_agreement"], bounds.min_top1_agreement, ">="),
         ("mean KL", found["mean_kl"], bounds.max_mean_kl, "<="),
     )
     problems = [
@@ -140,6 +153,8 @@ def judge(found: Mapping[str, Any], bounds: Bounds, what: str) -> Verdict:
         for name, value, limit, op in checks
         if value is not None and (value > limit if op == "<=" else value < limit)
     ]
+    if flipped := _flip_problem(found, bounds):
+        problems.insert(2, flipped)
     if problems:
         worst = found["worst"] or {}
         said = f"{what}: " + ", ".join(problems)
@@ -147,6 +162,23 @@ def judge(found: Mapping[str, Any], bounds: Bounds, what: str) -> Verdict:
         said += f"{worst.get('decode')} against {worst.get('reread')}"
         return Verdict.failed(said, judged=True, judgement="differs")
     return Verdict.passed(judged=True, judgement="agrees")
+
+
+def _flip_problem(found: Mapping[str, Any], bounds: Bounds) -> str | None:
+    """The argmax flips against their bound (module flips.py), or None where they hold."""
+    share, limit = found["top1_agreement"], bounds.min_top1_agreement
+    if share is None:
+        return None
+    if bounds.flip_alpha is None or "flips" not in found:  # a run judged by the bare share
+        return f"top-1 agreement {share:.3f} (< {limit})" if share < limit else None
+    flips, n, rate = found["flips"], found["top1_positions"], 1 - limit
+    p = flip_p(flips, n, rate)
+    if p >= bounds.flip_alpha:
+        return None
+    return (
+        f"top-1 agreement {share:.3f}: {flips} argmax flips of {n}, more than a flip rate of "
+        f"{rate:.0%} explains (binomial p {p:.2g} < {bounds.flip_alpha})"
+    )
 
 
 KNOWN_SHIFTS = (0, 1)

@@ -67,7 +67,10 @@ def expected_stop(
     """Where the gate's loop (ask, unless ``settled`` says the outcome is certain) stops over
     these re-scored items against the reference's, and why; None when it asks on."""
     own = [line for line in lines if line.get("kind") == ACCURACY]
-    digest = own[0].get("items_sha256") if own else None
+    # Stopped before its first item (too few planned to ever see a drop), the serve wrote no
+    # item to stamp the set: the reference's, whose lines are the only ones it stops against.
+    ref = [line for line in lines if line.get("kind") == REFERENCE_ACCURACY]
+    digest = (own or ref or [{}])[0].get("items_sha256")
     theirs = {
         str(r.get("id")): r.get("correct")
         for r in lines
