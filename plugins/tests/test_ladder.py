@@ -4,19 +4,25 @@ figures one streamed row gives, and the rows that fail. No server."""
 from __future__ import annotations
 
 import itertools
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tp2qual.candidate import GATE_DEFAULTS
 from tp2qual.checks.ladder import (
+    LADDER_FILE,
     NEEDLE_TAG,
     ladder_misses,
     ladder_plan,
     ladder_row,
     prompt_count,
+    stream_message,
 )
-from tp2qual.checks.needle import fits_beside, needle_plan
+from tp2qual.checks.needle import fits_beside, judge_needle, needle_plan
+from tp2qual.evidence.ladder_view import ladder_view
+from tp2qual.evidence.rederive import GateRun, capacity
 
 SMOL = GATE_DEFAULTS["capacity"]  # fractions 1/8 and 1/2 beside the needle's 0.9
 CAMPAIGN = SMOL | {"needle_max_tokens": 4096, "ladder_tokens": [32768, 131072, 245760]}
@@ -120,3 +126,54 @@ def test_plan_counts_every_ladder_row_at_most() -> None:
     load = _capacity(CAMPAIGN | {"stream_over_bound": True}, [])
     rows = 1 + 2 + 3  # the needle's, two fractions, three absolute sizes (before any merge)
     assert (load.requests, load.tokens) == (2 + 2 * rows + 3, rows * 4097 + 10)
+
+
+def _recorded(root: Path, tamper: dict[str, Any] | None = None) -> GateRun:
+    """A gate 06 run as the gate writes it: the calibration-free part, one stream per rung (the
+    needle's without usage, counted by its plain request), its rows and the needle's result."""
+    settings = SMOL | {"needle_answer": "Lisbon"}
+    raw, rows = [], []
+    for n, rung in enumerate(ladder_plan(2048, settings).rungs):
+        used = rung.prompt_tokens + 3
+        chunks, times = stream(None if rung.tag == NEEDLE_TAG else {"prompt_tokens": used})
+        pairs = [{"t": t + n, "data": c} for c, t in zip(chunks, times, strict=True)]
+        raw.append({"tag": rung.tag, "status": 200, "chunks": pairs})
+        counted = None
+        if rung.tag == NEEDLE_TAG:
+            counted = {"status": 200, "response": {"usage": {"prompt_tokens": used}}}
+            raw.append({"tag": "needle-count", **counted})
+        got = ([c["data"] for c in pairs], [c["t"] for c in pairs])
+        rows.append(ladder_row(rung, *got, prompt_count(got[0], counted), 2048, settings))
+    rows[0] |= tamper or {}
+    needle = judge_needle(stream_message(chunks), "stop", used, 2048, settings)[0]
+    (root / "capacity.jsonl").write_text("".join(json.dumps(x) + "\n" for x in raw))
+    (root / LADDER_FILE).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (root / "capacity_results.jsonl").write_text(json.dumps({"check": "needle", **needle}) + "\n")
+    return GateRun(root, settings, "vllm", 2048)
+
+
+def test_verify_rederives_every_ladder_row_from_its_stream(tmp_path: Path) -> None:
+    got = capacity(_recorded(tmp_path))
+    assert got.mismatches == [] and got.failures == ["check over_bound: no result"], got
+    assert [r["prompt_tokens_from"] for r in got.rows[LADDER_FILE]] == [
+        "stream usage", "stream usage", "count request",
+    ]  # fmt: skip
+
+
+def test_verify_names_a_ladder_row_that_says_more_than_its_stream(tmp_path: Path) -> None:
+    got = capacity(_recorded(tmp_path, {"decode_tok_s": 99.0, "needle_found": False}))
+    assert {(m.record, m.what) for m in got.mismatches} == {
+        ("capacity.jsonl ladder-256", f"{LADDER_FILE} decode_tok_s"),
+        ("capacity.jsonl ladder-256", f"{LADDER_FILE} needle_found"),
+    }
+
+
+def test_the_report_shows_the_ladder_as_a_table_and_plots(tmp_path: Path) -> None:
+    _recorded(tmp_path)
+    view = ladder_view(tmp_path)
+    assert view is not None
+    assert [row[0] for row in view.rows] == ["ladder-256", "ladder-1024", NEEDLE_TAG]
+    assert [c.caption.split(" of ")[0] for c in view.charts] == [
+        "TTFT", "effective prefill", "decode rate",
+    ]  # fmt: skip
+    assert ladder_view(tmp_path / "none") is None
