@@ -165,3 +165,11 @@ def ladder_misses(rows: Sequence[Mapping[str, Any]]) -> list[str]:
         for r in rows
         if not r.get("needle_found")
     ]
+
+
+def plan_lines(max_model_len: int, settings: Mapping[str, Any]) -> list[str]:
+    """The ladder ``--plan`` says out loud: each row's prompt size and who asked for it."""
+    plan = ladder_plan(max_model_len, settings)
+    lines = ["one streamed request a row, a needle in each (a miss FAILs); timings not judged"]
+    lines += [f"{r.tag}: {r.prompt_tokens:,} tokens ({', '.join(r.asked)})" for r in plan.rungs]
+    return lines + [f"not asked: {why}" for why in plan.skipped]
