@@ -18,6 +18,8 @@ where the engine exposes it. Prompt lengths are calibrated on the server's own t
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tp2qual.checks.ladder import (
@@ -61,7 +63,7 @@ def calibration(server: Server, candidate: Candidate) -> Calibration:
 
 def _climb(
     api: Api, candidate: Candidate, calibration: Calibration, rung: Rung, record: CandidateRecord
-) -> dict:
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """One row of the ladder: the needle in the middle of a prompt of the rung's size, asked
     streamed, its figures appended to ``capacity_ladder.jsonl`` (``checks.ladder.ladder_row``)."""
     settings = candidate.gate("capacity")
@@ -89,7 +91,22 @@ def _climb(
     prompt = prompt_count(stream.chunks, counted)
     row = ladder_row(rung, stream.chunks, stream.times, prompt, candidate.max_model_len, settings)
     record.evidence.append_jsonl(LADDER_FILE, row)
-    return {"row": row, "chunks": stream.chunks}
+    return row, stream.chunks
+
+
+def test_needle_found_on_every_row_of_the_ladder(
+    api: Api, candidate: Candidate, calibration: Calibration, record: CandidateRecord
+) -> None:
+    """The ladder's rows below the needle's, smallest first (the needle's row, the top, is the
+    next test's: asked after them, so no row bears the first long prompt's cost alone)."""
+    plan = ladder_plan(candidate.max_model_len, candidate.gate("capacity"))
+    rows = [
+        _climb(api, candidate, calibration, rung, record)[0]
+        for rung in plan.rungs
+        if rung.tag != NEEDLE_TAG
+    ]
+    missed = ladder_misses(rows)
+    assert not missed, "needle missed on the ladder: " + "; ".join(missed)
 
 
 def test_needle_found_near_the_bound(
@@ -103,9 +120,8 @@ def test_needle_found_near_the_bound(
     plan = needle_plan(candidate.max_model_len, settings)  # the rule verify re-derives by
     top = next(r for r in ladder_plan(candidate.max_model_len, settings).rungs
                if r.tag == NEEDLE_TAG)  # fmt: skip
-    got = _climb(api, candidate, calibration, top, record)
-    used = got["row"]["prompt_tokens"]
-    chunks = got["chunks"]
+    climbed, chunks = _climb(api, candidate, calibration, top, record)
+    used = climbed["prompt_tokens"]
     row, wrong = judge_needle(
         stream_message(chunks), stream_finish(chunks), used, candidate.max_model_len, settings
     )
@@ -117,20 +133,6 @@ def test_needle_found_near_the_bound(
         f"needle prompt filled only {fill:.0%} of the bound, {plan.wanted_fill:.0%} wanted"
     )
     assert row["ok"], f"needle at {used} tokens not retrieved: {wrong}"
-
-
-def test_needle_found_on_every_row_of_the_ladder(
-    api: Api, candidate: Candidate, calibration: Calibration, record: CandidateRecord
-) -> None:
-    """The ladder's other rows, smallest first (the needle's row is the test above)."""
-    plan = ladder_plan(candidate.max_model_len, candidate.gate("capacity"))
-    rows = [
-        _climb(api, candidate, calibration, rung, record)["row"]
-        for rung in plan.rungs
-        if rung.tag != NEEDLE_TAG
-    ]
-    missed = ladder_misses(rows)
-    assert not missed, "needle missed on the ladder: " + "; ".join(missed)
 
 
 def test_over_bound_rejected_and_server_survives(
