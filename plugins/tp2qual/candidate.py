@@ -79,6 +79,12 @@ GATE_DEFAULTS: dict[str, dict[str, Any]] = {
         "stream_over_bound": False,
         "needle_max_tokens": 16,
         "finish_reasons": ["stop"],
+        # The context ladder (checks/ladder.py): rows at these shares of the bound and at these
+        # prompt sizes where the bound holds them, beside the needle's fill; rows within
+        # ladder_merge of each other are one.
+        "ladder_fractions": [0.125, 0.5],
+        "ladder_tokens": [],
+        "ladder_merge": 0.1,
     },
     # Gate 07 (docs/agreement.md). The closeness walk: at the first differing token each side's
     # token is in the other's top_n and at most max_divergence_gap nat below its own top choice;

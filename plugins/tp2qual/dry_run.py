@@ -26,6 +26,7 @@ from tp2qual.agreement_plan import agreement_lines
 from tp2qual.budget import DEFAULT_FLOOR_TOK_S
 from tp2qual.candidate import Candidate
 from tp2qual.candidate_file import ADMISSION_FLAG, admission_flags
+from tp2qual.checks.ladder import plan_lines as ladder_lines
 from tp2qual.checks.topology import BUSY_FLOOR_MIB
 from tp2qual.draft import draft_pin
 from tp2qual.engine_env import candidate_env_problems, env_basis
@@ -89,6 +90,10 @@ def plan_sections(
         Section("reasoning control (every answer)", tuple(control_lines(candidate))),
         Section("floors (gate 08)", tuple(floor_lines(candidate))),
         Section("what gate 05 judges", tuple(tool_call_lines(candidate))),
+        Section(
+            "context ladder (gate 06)",
+            tuple(ladder_lines(candidate.max_model_len, candidate.gate("capacity"))),
+        ),
         Section("agreement reference (gate 07)", tuple(reference_lines(candidate, others))),
         Section("what gate 07 judges", tuple(agreement_lines(candidate))),
         Section("time at the dated rates", tuple(estimate_for(candidate, others).lines())),

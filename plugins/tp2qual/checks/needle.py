@@ -45,9 +45,14 @@ def needle_plan(max_model_len: int, settings: Mapping[str, Any]) -> NeedlePlan:
     what fits with ``FILL_SLACK`` of the bound to spare; judged against its own share."""
     budget = int(settings["needle_max_tokens"])
     asked = int(max_model_len * float(settings["fill"]))
-    fits = max_model_len - budget - math.ceil(max_model_len * FILL_SLACK)
-    prompt = max(1, min(asked, fits))
+    prompt = max(1, min(asked, fits_beside(max_model_len, budget)))
     return NeedlePlan(prompt, budget, prompt / max_model_len)
+
+
+def fits_beside(max_model_len: int, budget: int) -> int:
+    """The largest prompt gate 06 asks beside a reply ``budget``: the bound less the budget,
+    less ``FILL_SLACK`` of the bound for the calibration's undercount (also the ladder's cap)."""
+    return max_model_len - budget - math.ceil(max_model_len * FILL_SLACK)
 
 
 def needle_answer(settings: Mapping[str, Any]) -> str:

@@ -217,3 +217,44 @@ def interval_chart(title: str, unit: str, rows: list[Interval], width: int = 520
             _el("text", label(row.median), x=end + 8, y=cy + 4, font_size=11, fill=MUTED),
         ]
     return Svg(width, height, f"{title} by candidate, {unit}", tuple(out))
+
+
+def xy_chart(
+    title: str,
+    unit: str,
+    x_title: str,
+    series: list[tuple[str, str, list[tuple[float, float]]]],
+    width: int = 440,
+    height: int = 230,
+) -> Svg:
+    """Points against a numeric x (the context ladder: prompt tokens), one line per series
+    (name, colour, points sorted by x), a legend when there is more than one."""
+    left, right, top, bottom = 62, 14, 16, 42
+    xs = [x for _, _, pts in series for x, _ in pts] or [0.0, 1.0]
+    ys = [y for _, _, pts in series for _, y in pts] or [0.0, 1.0]
+    xt, yt = nice_ticks(0.0, max(xs)), nice_ticks(0.0, max(ys))
+    x = _Scale(xt[0], xt[-1] if xt[-1] > xt[0] else xt[0] + 1, left + 10, width - right - 10)
+    y = _Scale(yt[0], yt[-1] if yt[-1] > yt[0] else yt[0] + 1, height - bottom, top)
+    out = _axes(left, right, top, bottom, width, height, f"{title} ({unit})", x_title)
+    for t in yt:
+        out += [
+            _el("line", x1=left, x2=width - right, y1=y(t), y2=y(t), stroke=GRID),
+            _el("text", label(t), x=left - 6, y=y(t) + 4, text_anchor="end", font_size=11),
+        ]
+    for t in xt:
+        out.append(
+            _el(
+                "text", label(t), x=x(t), y=height - bottom + 15, text_anchor="middle", font_size=11
+            )
+        )
+    for n, (name, colour, pts) in enumerate(series):
+        line = " ".join(f"{x(px):.1f},{y(py):.1f}" for px, py in pts)
+        out.append(_el("polyline", points=line, fill="none", stroke=colour, stroke_width=2))
+        for px, py in pts:
+            tip = f"{name}: {label(py)} {unit} at {label(px)} {x_title}"
+            out.append(_el("circle", title=tip, cx=x(px), cy=y(py), r=3.5, fill=colour))
+        if len(series) > 1:
+            out.append(
+                _el("text", name, x=left + 8, y=top + 12 + 14 * n, font_size=11, fill=colour)
+            )
+    return Svg(width, height, f"{title} against {x_title}, {unit}", tuple(out))

@@ -34,6 +34,7 @@ from tp2qual.artifacts.finding import (
 from tp2qual.artifacts.layout import FINDING, MANIFEST, REPORT, atomic_write
 from tp2qual.candidate import GATES
 from tp2qual.evidence.handover_view import handover_view
+from tp2qual.evidence.ladder_view import ladder_view
 from tp2qual.evidence.performance_view import (
     comparison,
     judged_floor_values,
@@ -286,6 +287,7 @@ def build_candidate(run_dir: Path, cand_dir: Path, manifest: dict[str, Any]) -> 
         stats=stat_rows(_json(cand_dir / SUMMARY)) or protocol_stats(cand_dir),
         plots=sample_charts(cand_dir, judged_floor_values(cand_dir) or _floors(finding)),
         context=performance_context(cand_dir),
+        ladder=ladder_view(cand_dir),
         artifacts=tuple(_link(run_dir, p, manifest) for p in files),
         comparison=comparison(run_dir, cand_dir.name, verdict),
         closed_loop=closed_loop(cand_dir),

@@ -149,6 +149,7 @@ class CandidateView:
     topology: TopologyView | None = None
     topology_link: Link | None = None  # the raw snapshot
     reference: tuple[Fact, ...] = ()  # gate 07's reference, as identity/reference.json records it
+    ladder: Any = None  # gate 06's context ladder (ladder_view.LadderView), None where not run
 
 
 @dataclass(frozen=True)

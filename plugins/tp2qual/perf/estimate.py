@@ -186,10 +186,14 @@ def _tool_calls(s: Mapping[str, Any], _: Sequence[int]) -> GateLoad:
 
 
 def _capacity(s: Mapping[str, Any], _: Sequence[int]) -> GateLoad:
-    """Two calibration requests, the needle, the over-bound prompt (streamed too, where asked),
-    one short request after it; only the needle decodes more than a few tokens."""
-    requests = 4 + bool(s.get("stream_over_bound"))
-    return GateLoad(requests, int(s.get("needle_max_tokens") or 0) + 8 + 2)
+    """Two calibration requests; the context ladder, each row one streamed needle decoding at
+    most ``needle_max_tokens`` (the needle's own row, each of ``ladder_fractions`` and each of
+    ``ladder_tokens``: at most, as the bound may skip or merge rows, checks/ladder.py), and a
+    one-token count of its prompt where the stream reports none (llama-cpp-python); the
+    over-bound prompt (streamed too, where asked) and one short request after it."""
+    rows = 1 + len(s.get("ladder_fractions") or ()) + len(s.get("ladder_tokens") or ())
+    requests = 2 + 2 * rows + 2 + bool(s.get("stream_over_bound"))
+    return GateLoad(requests, rows * (int(s.get("needle_max_tokens") or 0) + 1) + 8 + 2)
 
 
 def _agreement(s: Mapping[str, Any], prompt_tokens: Sequence[int]) -> GateLoad:

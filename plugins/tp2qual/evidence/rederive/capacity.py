@@ -1,19 +1,24 @@
-"""Gate 06 (capacity): the needle near the bound and the over-bound request judged again.
+"""Gate 06 (capacity): the ladder, the needle near the bound and the over-bound request
+judged again.
 
 From ``capacity.jsonl``, the needle is judged by the gate's own rule (``checks.needle``: its
-answer held to its budget and the hidden city, its prompt's fill of the context); the
+answer held to its budget and the hidden city, its prompt's fill of the context; a streamed
+needle read from its chunks, a plain one from an older run from its body); the
 over-bound request, its streamed form and the request after it are classified by
 the engine's over-length rule (``checks.overlength.classify``, ``over_bound_problems``). The
-rows re-derived are ``capacity_results.jsonl``'s.
+rows re-derived are ``capacity_results.jsonl``'s, and ``capacity_ladder.jsonl``'s (``ladder``):
+each row's plan from the recorded settings and its figures from its stream.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from tp2qual.checks.ladder import COUNT_SUFFIX, prompt_count, stream_message
 from tp2qual.checks.needle import fill_reaches, judge_needle, needle_plan
 from tp2qual.checks.overlength import classify, over_bound_problems
 from tp2qual.engines import engine_for
+from tp2qual.evidence.rederive.capacity_ladder import ladder
 from tp2qual.evidence.rederive.common import (
     GateRun,
     Rederived,
@@ -23,6 +28,7 @@ from tp2qual.evidence.rederive.common import (
     message_of,
     status_of,
 )
+from tp2qual.perf.sampling import stream_finish
 
 
 def capacity(run: GateRun) -> Rederived:
@@ -31,7 +37,7 @@ def capacity(run: GateRun) -> Rederived:
     rows = run.records("capacity_results.jsonl", required=False)
     for row in rows:
         if row.get("check") == "needle":
-            tag, new = "needle", _needle(run, raw.get("needle"))
+            tag, new = "needle", _needle(run, raw.get("needle"), raw.get("needle" + COUNT_SUFFIX))
         else:
             tag, new = "over-bound", _over_bound(run, raw)
             if new is not None and "stream" not in row:  # a run from before the stream record:
@@ -53,6 +59,7 @@ def capacity(run: GateRun) -> Rederived:
             out.failures += _fill_short(run, new["fill"])
     checks = {r.get("check") for r in rows}
     out.failures += [f"check {c}: no result" for c in ("needle", "over_bound") if c not in checks]
+    ladder(run, raw, out)
     return out
 
 
@@ -64,18 +71,24 @@ def _fill_short(run: GateRun, fill: float) -> list[str]:
     return [f"capacity.jsonl needle: filled only {fill:.0%}, {wanted:.0%} wanted"]
 
 
-def _needle(run: GateRun, exchange: dict[str, Any] | None) -> dict[str, Any] | None:
+def _needle(
+    run: GateRun, exchange: dict[str, Any] | None, counted: dict[str, Any] | None
+) -> dict[str, Any] | None:
     if status_of(exchange) != 200 or exchange is None:
         return None
-    response = exchange.get("response")
-    usage = (response.get("usage") if isinstance(response, dict) else None) or {}
-    row, _ = judge_needle(
-        message_of(exchange),
-        finish_of(exchange),
-        usage.get("prompt_tokens"),
-        run.max_model_len,
-        run.settings,
-    )
+    if "chunks" in exchange:  # streamed: the ladder's top row
+        chunks, _ = chunks_of(exchange)
+        message, finish = stream_message(chunks), stream_finish(chunks)
+        used = prompt_count(chunks, counted)[0]
+    else:
+        response = exchange.get("response")
+        usage = (response.get("usage") if isinstance(response, dict) else None) or {}
+        message, finish, used = (
+            message_of(exchange),
+            finish_of(exchange),
+            usage.get("prompt_tokens"),
+        )
+    row, _ = judge_needle(message, finish, used, run.max_model_len, run.settings)
     return row
 
 
