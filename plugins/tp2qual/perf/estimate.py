@@ -26,7 +26,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tp2qual.candidate import Candidate
-from tp2qual.perf.expected_use import Expectations, LongPrompt, expected_load, long_prompts
+from tp2qual.checks.ladder import ladder_plan
+from tp2qual.perf.expected_use import (
+    LADDER_ROWS,
+    Expectations,
+    LongPrompt,
+    expected_load,
+    long_prompts,
+)
 from tp2qual.perf.prefill import (
     SHORT_PROMPT_TOKENS,
     PrefillRow,
@@ -188,10 +195,13 @@ def _tool_calls(s: Mapping[str, Any], _: Sequence[int]) -> GateLoad:
 def _capacity(s: Mapping[str, Any], _: Sequence[int]) -> GateLoad:
     """Two calibration requests; the context ladder, each row one streamed needle decoding at
     most ``needle_max_tokens`` (the needle's own row, each of ``ladder_fractions`` and each of
-    ``ladder_tokens``: at most, as the bound may skip or merge rows, checks/ladder.py), and a
+    ``ladder_tokens``; ``LADDER_ROWS`` where ``estimate`` planned them for the bound, else
+    every size named, checks/ladder.py), and a
     one-token count of its prompt where the stream reports none (llama-cpp-python); the
     over-bound prompt (streamed too, where asked) and one short request after it."""
-    rows = 1 + len(s.get("ladder_fractions") or ()) + len(s.get("ladder_tokens") or ())
+    rows = int(s.get(LADDER_ROWS) or 0) or (
+        1 + len(s.get("ladder_fractions") or ()) + len(s.get("ladder_tokens") or ())
+    )
     requests = 2 + 2 * rows + 2 + bool(s.get("stream_over_bound"))
     return GateLoad(requests, rows * (int(s.get("needle_max_tokens") or 0) + 1) + 8 + 2)
 
@@ -241,6 +251,9 @@ def estimate(
     """The candidate's gates as it would run them (a gate not applicable asks nothing), at most
     and as expected; ``prefill``: the record's rows, smallest prompt first."""
     settings = {g: candidate.gate(g) for g in GATE_LOADS if not candidate.not_applicable(g)}
+    if "capacity" in settings:  # the rows this bound holds, not every size the file names
+        rungs = ladder_plan(candidate.max_model_len, settings["capacity"]).rungs
+        settings["capacity"] = {**settings["capacity"], LADDER_ROWS: len(rungs)}
     gates = {g: GATE_LOADS[g](s, agreement_prompt_tokens) for g, s in settings.items()}
     expectations = expectations or Expectations(not_applied="none stated")
     expected = {

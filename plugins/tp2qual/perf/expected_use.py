@@ -15,7 +15,7 @@ answer to the tool's result), ``needle_answer`` (gate 06). Gate 04 asks for long
 
 ``long_prompts`` names each prompt that fills a share of the bound (gate 05's long call, gate
 06's needle, gate 07's near-bound prompt, decoded then reread): perf/prefill.py times them.
-Each follows its gate's own sizing rule (``long_aim``, ``needle_plan``, ``near_bound_plan``).
+Each follows its gate's own sizing rule (``long_aim``, ``ladder_plan``, ``near_bound_plan``).
 Pure: no I/O.
 """
 
@@ -26,8 +26,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tp2qual.checks.agreement.near_bound import near_bound_plan
-from tp2qual.checks.needle import needle_plan
+from tp2qual.checks.ladder import NEEDLE_TAG, ladder_plan
 from tp2qual.checks.tool_modes import long_aim, long_base
+
+# Set in gate 06's settings by ``estimate``: the rows ``ladder_plan`` gives the serve's bound.
+LADDER_ROWS = "ladder_rows"
 
 KINDS = ("short_answer", "tool_call", "tool_result_answer", "needle_answer")
 
@@ -93,8 +96,9 @@ def long_prompts(gates: Mapping[str, Mapping[str, Any]], max_model_len: int) -> 
     capacity = gates.get("capacity")
     if capacity and capacity.get("needle_max_tokens"):
         # the over-bound prompt is refused before any prefill (gate 06 fails a serve that doesn't)
-        needle = needle_plan(max_model_len, capacity).prompt_tokens
-        found.append(LongPrompt("capacity", "the needle", needle, 1))
+        for rung in ladder_plan(max_model_len, capacity).rungs:
+            what = "the needle" if rung.tag == NEEDLE_TAG else f"the ladder's row {rung.tag}"
+            found.append(LongPrompt("capacity", what, rung.prompt_tokens, 1))
     agreement = gates.get("agreement")
     if agreement and agreement.get("near_bound_fill"):
         near = near_bound_plan(max_model_len, agreement).prompt_tokens
@@ -122,8 +126,9 @@ def _tool_calls(s: Mapping[str, Any], upper: Load, e: Expectations) -> Load:
 
 
 def _capacity(s: Mapping[str, Any], upper: Load, e: Expectations) -> Load:
-    budget = int(s.get("needle_max_tokens") or 0)
-    return upper[0], upper[1] - budget + e.tokens("needle_answer", budget)
+    """Every ladder row's answer (the needle's among them) at a needle answer's size."""
+    budget, rows = int(s.get("needle_max_tokens") or 0), int(s.get(LADDER_ROWS) or 1)
+    return upper[0], upper[1] - rows * (budget - e.tokens("needle_answer", budget))
 
 
 def _agreement(s: Mapping[str, Any], upper: Load, e: Expectations) -> Load:
