@@ -1,7 +1,7 @@
 """Gate 06 — context capacity.
 
 Pass means: a needle is retrieved on every row of a context ladder — prompts at fixed sizes up
-to the bound (``checks.ladder.ladder_plan``: the needle near the bound, ``fill`` of it, about
+to the bound (``perf.ladder.ladder_plan``: the needle near the bound, ``fill`` of it, about
 90 %, where the reply budget still fits beside it, ``checks.needle.needle_plan``; then each of
 ``ladder_fractions`` of the bound and each of ``ladder_tokens`` the bound holds, no larger than
 fits beside the budget, near-duplicates one row). Each row is one streamed request; its actual
@@ -22,7 +22,11 @@ from typing import Any
 
 import pytest
 
-from tp2qual.checks.ladder import (
+from tp2qual.checks.needle import fill_reaches, judge_needle, needle_answer, needle_plan
+from tp2qual.checks.overlength import classify, over_bound_problems
+from tp2qual.engines import engine_for
+from tp2qual.gates import Api, Candidate, CandidateRecord, Claimer, Server, chat_body
+from tp2qual.perf.ladder import (
     COUNT_SUFFIX,
     LADDER_FILE,
     NEEDLE_TAG,
@@ -33,10 +37,6 @@ from tp2qual.checks.ladder import (
     prompt_count,
     stream_message,
 )
-from tp2qual.checks.needle import fill_reaches, judge_needle, needle_answer, needle_plan
-from tp2qual.checks.overlength import classify, over_bound_problems
-from tp2qual.engines import engine_for
-from tp2qual.gates import Api, Candidate, CandidateRecord, Claimer, Server, chat_body
 from tp2qual.perf.sampling import stream_finish
 from tp2qual.prompts import Calibration, calibrate, filler
 
@@ -65,7 +65,7 @@ def _climb(
     api: Api, candidate: Candidate, calibration: Calibration, rung: Rung, record: CandidateRecord
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """One row of the ladder: the needle in the middle of a prompt of the rung's size, asked
-    streamed, its figures appended to ``capacity_ladder.jsonl`` (``checks.ladder.ladder_row``)."""
+    streamed, its figures appended to ``capacity_ladder.jsonl`` (``perf.ladder.ladder_row``)."""
     settings = candidate.gate("capacity")
     budget = needle_plan(candidate.max_model_len, settings).budget
     total = calibration.sentences_for(rung.prompt_tokens)

@@ -139,12 +139,15 @@ def test_one_model_at_a_time_tp1_then_tp2_then_its_lanes() -> None:
     campaign = sorted((c for c in shipped if c.spec.get("campaign")), key=lambda c: c.name)
     found = groups(campaign)
     assert [g for g in found if g[0].startswith(("laguna", "qwen", "nemotron"))] == [
-        ["laguna-s-2.1-nvfp4-tp1", "laguna-s-2.1-nvfp4", "laguna-s-2.1-nvfp4-dflash"],
-        ["nemotron-3-super-120b-a12b-nvfp4-tp1", "nemotron-3-super-120b-a12b-nvfp4"],
+        ["laguna-s-2.1-nvfp4-tp1", "laguna-s-2.1-nvfp4", "laguna-s-2.1-nvfp4-capacity-v3",
+         "laguna-s-2.1-nvfp4-dflash"],
+        ["nemotron-3-super-120b-a12b-nvfp4-tp1", "nemotron-3-super-120b-a12b-nvfp4",
+         "nemotron-3-super-120b-a12b-nvfp4-capacity-v3"],
         ["qwen3.5-122b-a10b-nvfp4-tp1", "qwen3.5-122b-a10b-nvfp4",
-         "qwen3.5-122b-a10b-nvfp4-thinking"],
+         "qwen3.5-122b-a10b-nvfp4-capacity-v3", "qwen3.5-122b-a10b-nvfp4-thinking"],
     ]  # fmt: skip
-    assert ["inkling-small-nvfp4", "inkling-small-nvfp4-mxfp8kv"] in found
+    assert ["inkling-small-nvfp4", "inkling-small-nvfp4-capacity-v4-reasoning",
+            "inkling-small-nvfp4-mxfp8kv"] in found  # fmt: skip
     assert run_order(campaign) == [name for group in found for name in group]
 
 

@@ -146,6 +146,9 @@ def test_plan_shows_floors_with_direction_and_source(
     cand: Candidate, plans: dict[str, str]
 ) -> None:
     floors = section(plans[cand.name], "floors (gate 08)")
+    if cand.gate("throughput").get("protocol"):  # the user's capacity protocol: timed, not floored
+        assert floors[0].startswith("runs capacity-") and floors[0].endswith("; no floor"), floors
+        return
     assert NO_FLOOR not in floors
     lane = cand.name == "laguna-s-2.1-nvfp4-dflash"  # of its baseline's measured rate
     share = r"1 x laguna-s-2\.1-nvfp4's" if lane else r"0\.6 x .+"

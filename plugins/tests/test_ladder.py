@@ -1,4 +1,4 @@
-"""Gate 06's context ladder, pure (``checks/ladder.py``): the rows it plans at each bound, the
+"""Gate 06's context ladder, pure (``perf/ladder.py``): the rows it plans at each bound, the
 figures one streamed row gives, and the rows that fail. No server."""
 
 from __future__ import annotations
@@ -11,7 +11,10 @@ from typing import Any
 import pytest
 
 from tp2qual.candidate import GATE_DEFAULTS
-from tp2qual.checks.ladder import (
+from tp2qual.checks.needle import fits_beside, judge_needle, needle_plan
+from tp2qual.evidence.ladder_view import ladder_view
+from tp2qual.evidence.rederive import GateRun, capacity
+from tp2qual.perf.ladder import (
     LADDER_FILE,
     NEEDLE_TAG,
     ladder_misses,
@@ -20,9 +23,6 @@ from tp2qual.checks.ladder import (
     prompt_count,
     stream_message,
 )
-from tp2qual.checks.needle import fits_beside, judge_needle, needle_plan
-from tp2qual.evidence.ladder_view import ladder_view
-from tp2qual.evidence.rederive import GateRun, capacity
 
 SMOL = GATE_DEFAULTS["capacity"]  # fractions 1/8 and 1/2 beside the needle's 0.9
 CAMPAIGN = SMOL | {"needle_max_tokens": 4096, "ladder_tokens": [32768, 131072, 245760]}

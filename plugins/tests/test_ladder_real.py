@@ -5,7 +5,7 @@ The candidate is a process copy of ``smollm2-135m-vllm-tp2`` (``tp2_spec``: the 
 command, padded model and ``--enforce-eager``), gates 03-05, 07 and 08 not applicable and gate
 01's probe deselected, so the run is the serve's start, its model list and gate 06. From the
 inner run: gate 06 passes; ``capacity_ladder.jsonl`` holds one row per planned rung
-(``checks.ladder.ladder_plan`` at the 2,048-token bound: 1/8, 1/2 and the needle's 0.9), each
+(``perf.ladder.ladder_plan`` at the 2,048-token bound: 1/8, 1/2 and the needle's 0.9), each
 with the prompt tokens vLLM's stream reported, both TTFTs, the effective prefill and decode
 rates and the needle found; the report shows the ladder's table and plots; and ``verify``
 re-derives every row from the raw streams.
@@ -22,7 +22,7 @@ from test_tp2_serve_faults import NO_PROBE, runnable, tp2_spec
 
 from tp2qual.artifacts.layout import REPORT
 from tp2qual.candidate import GATES
-from tp2qual.checks.ladder import LADDER_FILE, ladder_plan
+from tp2qual.perf.ladder import LADDER_FILE, ladder_plan
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm_server]
 

@@ -79,7 +79,7 @@ GATE_DEFAULTS: dict[str, dict[str, Any]] = {
         "stream_over_bound": False,
         "needle_max_tokens": 16,
         "finish_reasons": ["stop"],
-        # The context ladder (checks/ladder.py): rows at these shares of the bound and at these
+        # The context ladder (perf/ladder.py): rows at these shares of the bound and at these
         # prompt sizes where the bound holds them, beside the needle's fill; rows within
         # ladder_merge of each other are one.
         "ladder_fractions": [0.125, 0.5],

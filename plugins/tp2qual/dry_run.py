@@ -26,7 +26,6 @@ from tp2qual.agreement_plan import agreement_lines
 from tp2qual.budget import DEFAULT_FLOOR_TOK_S
 from tp2qual.candidate import Candidate
 from tp2qual.candidate_file import ADMISSION_FLAG, admission_flags
-from tp2qual.checks.ladder import plan_lines as ladder_lines
 from tp2qual.checks.topology import BUSY_FLOOR_MIB
 from tp2qual.draft import draft_pin
 from tp2qual.engine_env import candidate_env_problems, env_basis
@@ -43,6 +42,7 @@ from tp2qual.perf.expected_use import expectations_of
 from tp2qual.perf.fit import one_gpu_fit, weights
 from tp2qual.perf.floor_basis import unmeasured
 from tp2qual.perf.floors import FloorSet, budget_floor, floor_plan_lines, judged_floors
+from tp2qual.perf.ladder import plan_lines as ladder_lines
 from tp2qual.perf.record_rates import rested_on
 from tp2qual.rehearsal import Shipped, rehearse, shipped_from
 from tp2qual.rehearsal import plan_lines as rehearsal_plan_lines

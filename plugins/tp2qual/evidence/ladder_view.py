@@ -1,6 +1,6 @@
 """The report's context ladder of a candidate: gate 06's rows (``capacity_ladder.jsonl``) as a
 table and as plots of TTFT, effective prefill and decode rate against the prompt's tokens.
-Timings are recorded, never judged (checks/ladder.py says how each is measured)."""
+Timings are recorded, never judged (perf/ladder.py says how each is measured)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from tp2qual.artifacts.claims import read_records
-from tp2qual.checks.ladder import LADDER_FILE
 from tp2qual.evidence.charts import BLUE, RED, xy_chart
 from tp2qual.evidence.report_model import Chart, fmt
+from tp2qual.perf.ladder import LADDER_FILE
 
 COLUMNS = (
     "row", "asked for", "prompt tokens", "fill", "TTFT first output (s)",

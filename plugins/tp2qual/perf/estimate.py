@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tp2qual.candidate import Candidate
-from tp2qual.checks.ladder import ladder_plan
 from tp2qual.perf.expected_use import (
     LADDER_ROWS,
     Expectations,
@@ -34,6 +33,7 @@ from tp2qual.perf.expected_use import (
     expected_load,
     long_prompts,
 )
+from tp2qual.perf.ladder import ladder_plan
 from tp2qual.perf.prefill import (
     SHORT_PROMPT_TOKENS,
     PrefillRow,
@@ -196,7 +196,7 @@ def _capacity(s: Mapping[str, Any], _: Sequence[int]) -> GateLoad:
     """Two calibration requests; the context ladder, each row one streamed needle decoding at
     most ``needle_max_tokens`` (the needle's own row, each of ``ladder_fractions`` and each of
     ``ladder_tokens``; ``LADDER_ROWS`` where ``estimate`` planned them for the bound, else
-    every size named, checks/ladder.py), and a
+    every size named, perf/ladder.py), and a
     one-token count of its prompt where the stream reports none (llama-cpp-python); the
     over-bound prompt (streamed too, where asked) and one short request after it."""
     rows = int(s.get(LADDER_ROWS) or 0) or (

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tp2qual.checks.agreement.near_bound import near_bound_plan
-from tp2qual.checks.ladder import NEEDLE_TAG, ladder_plan
 from tp2qual.checks.tool_modes import long_aim, long_base
+from tp2qual.perf.ladder import NEEDLE_TAG, ladder_plan
 
 # Set in gate 06's settings by ``estimate``: the rows ``ladder_plan`` gives the serve's bound.
 LADDER_ROWS = "ladder_rows"

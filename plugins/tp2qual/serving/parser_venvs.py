@@ -80,7 +80,10 @@ def plan_lines(candidate: Candidate, launch: ResolvedLaunch) -> list[str]:
     if asked is None:
         return []
     version = candidate.spec["engine"].get("version")
-    record = recorded_answers().get(candidate.name)
+    answers, after = recorded_answers(), candidate.spec.get("lane", {}).get("after")
+    record, same = answers.get(candidate.name), ""
+    if record is None and after in answers and answers[after]["key"] == question_key(asked):
+        record, same = answers[after], f", on {after}'s launch, the same bytes"  # a lane's
     if record is None:
         return [f"recorded answer: none for {candidate.name} (the self-test records the "
                 "campaign's launches only); gate 00 asks the engine at run time"]  # fmt: skip
@@ -93,7 +96,7 @@ def plan_lines(candidate: Candidate, launch: ResolvedLaunch) -> list[str]:
     head = "accepted" if record["accepted"] else "REFUSED"
     lines = [
         f"recorded answer ({record['engine']}'s wheel, {record['parser']}, platform "
-        f"{record['platform']}): {head}"
+        f"{record['platform']}{same}): {head}"
     ]
     for flag, fact in record["parsers"].items():
         state = "registered" if fact["registered"] else "NOT registered"

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from tp2qual.checks.ladder import COUNT_SUFFIX, prompt_count, stream_message
 from tp2qual.checks.needle import fill_reaches, judge_needle, needle_plan
 from tp2qual.checks.overlength import classify, over_bound_problems
 from tp2qual.engines import engine_for
@@ -28,6 +27,7 @@ from tp2qual.evidence.rederive.common import (
     message_of,
     status_of,
 )
+from tp2qual.perf.ladder import COUNT_SUFFIX, prompt_count, stream_message
 from tp2qual.perf.sampling import stream_finish
 
 

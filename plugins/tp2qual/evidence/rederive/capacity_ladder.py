@@ -1,9 +1,9 @@
 """Gate 06's context ladder judged again: ``capacity_ladder.jsonl`` from ``capacity.jsonl``.
 
 Each recorded row's plan (its size and what asked for it) is planned again from the settings the
-run recorded (``checks.ladder.ladder_plan``), and its figures (prompt tokens, both TTFTs, the
+run recorded (``perf.ladder.ladder_plan``), and its figures (prompt tokens, both TTFTs, the
 effective prefill and decode rates, the needle) measured again from its raw stream by the gate's
-own ``checks.ladder.ladder_row``. A row whose needle is missed fails; a planned row with no
+own ``perf.ladder.ladder_row``. A row whose needle is missed fails; a planned row with no
 record fails where the run recorded a ladder at all (a run from before the ladder has none).
 """
 
@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tp2qual.checks.ladder import (
+from tp2qual.evidence.rederive.common import GateRun, Rederived, chunks_of
+from tp2qual.perf.ladder import (
     COUNT_SUFFIX,
     LADDER_FILE,
     ladder_misses,
@@ -19,7 +20,6 @@ from tp2qual.checks.ladder import (
     ladder_row,
     prompt_count,
 )
-from tp2qual.evidence.rederive.common import GateRun, Rederived, chunks_of
 
 FIGURES = (
     "prompt_tokens", "prompt_tokens_from", "fill", "ttft_output_s", "ttft_visible_s",
