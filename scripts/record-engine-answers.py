@@ -25,6 +25,8 @@ def main() -> int:
     for candidate in load_candidates([CANDIDATES]):
         if candidate.tp < 2 or not candidate.gpus.get("count"):
             continue  # the campaign: TP2 on GPUs
+        if candidate.gate("throughput").get("protocol"):
+            continue  # a capacity-protocol lane launches its baseline, byte for byte
         asked = ask_parser(candidate)
         if asked is None:
             print(f"{candidate.name}: no parser venv for {candidate.engine} "

@@ -19,6 +19,8 @@ import pytest
 from tp2qual.candidate import ADMISSION_FLAG, Candidate, load_candidates
 from tp2qual.launch import resolve_launch
 from tp2qual.perf.floors import NO_FLOOR
+from tp2qual.serving.engine_check import question
+from tp2qual.serving.parser_venvs import question_key, recorded_answers
 
 ROOT = Path(__file__).resolve().parents[2]
 CANDIDATES = ROOT / "candidates"
@@ -203,3 +205,14 @@ def test_plan_refuses_the_mxfp8_lane_before_start_with_the_source(plans: dict[st
     for name in set(GPU_IDS) - {"inkling-small-nvfp4-mxfp8kv"}:  # every other one is served
         other = section(plans[name], "preflight checks (gate 00)")
         assert not any("REFUSED" in x for x in other), (name, other)
+
+
+@pytest.mark.parametrize("cand", [c for c in ON_GPUS if c.gate("throughput").get("protocol")],
+                         ids=lambda c: c.name)  # fmt: skip
+def test_a_capacity_protocol_lane_asks_its_engine_what_its_baseline_asks(cand: Candidate) -> None:
+    """So its baseline's recorded engine answer is its own (serving/parser_venvs.plan_lines)."""
+    after = cand.spec["lane"]["after"]
+    baseline = next(c for c in CAMPAIGN if c.name == after)
+    asked = [question(c, resolve_launch(c, run_id="check")) for c in (cand, baseline)]
+    assert None not in asked
+    assert question_key(asked[0]) == question_key(asked[1]) == recorded_answers()[after]["key"]
