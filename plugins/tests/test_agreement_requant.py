@@ -36,7 +36,7 @@ from test_faults import (
     write_candidate,
 )
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.long_run]  # ~10 min on one core
 
 TYPE, LAYERS, TRUE_KL = "Q4_0", range(4), 0.0314  # measured by requant.py (module doc)
 REF, FAULT = "requant-ref", "requant-fault"

@@ -24,7 +24,8 @@ from tp2qual.artifacts.layout import REPORT
 from tp2qual.candidate import GATES
 from tp2qual.perf.ladder import LADDER_FILE, ladder_plan
 
-pytestmark = [pytest.mark.slow, pytest.mark.vllm_server]
+# CI proves the same on the shipped lane in its container (.ci/run's vLLM stage): vllm_stage.
+pytestmark = [pytest.mark.slow, pytest.mark.vllm_server, pytest.mark.vllm_stage]
 
 NAME = "ladder-tp2"
 SKIPPED = ("deterministic", "repetition", "tool_calls", "agreement", "throughput")

@@ -27,7 +27,8 @@ from test_faults import MAIN, run_inner, write_candidate
 from tp2qual.candidate import load_candidate
 from tp2qual.perf.protocol_compare import as_record
 
-pytestmark = [pytest.mark.slow, pytest.mark.vllm_server]
+# CI proves the same on the shipped lane in its container (.ci/run's vLLM stage): vllm_stage.
+pytestmark = [pytest.mark.slow, pytest.mark.vllm_server, pytest.mark.vllm_stage]
 
 LANE = MAIN / "candidates" / "smollm2-135m-vllm-tp2-capacity-v3.toml"
 NAME = "protocol-lane-cpu"
