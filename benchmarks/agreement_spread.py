@@ -116,9 +116,11 @@ def measure(args: argparse.Namespace, folder: Path) -> list[dict[str, Any]]:
         for group in args.groups:
             for attempt in range(args.retries + 1):
                 left = seconds_left(args.stop_at)
-                if left < 60:
-                    print(f"stop-at reached: {group} round {round_} not started")
-                    return rows
+                # Not started when the group's last run would not fit before --stop-at.
+                last = next((r["seconds"] for r in reversed(rows) if r["group"] == group), 60)
+                if left < 1.1 * last:
+                    print(f"stop-at: {group} round {round_} not started ({left:.0f} s left)")
+                    continue
                 tag = f"{group}-{round_}" + (f"-retry{attempt}" if attempt else "")
                 print(f"{time.strftime('%H:%M:%S', time.gmtime())} {tag}: {load_text()}",
                       flush=True)  # fmt: skip
