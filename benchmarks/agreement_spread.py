@@ -26,6 +26,7 @@ import argparse
 import datetime as dt
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -40,6 +41,11 @@ from tp2qual.candidate import load_candidate
 
 # group -> (pytest -k, the (candidate, reference) pairs it qualifies)
 THROUGHPUT = "test_single_stream_samples"
+# --reuse-reference: the group's first reference (qualified whole once) and the -k without it
+ROOT_REFERENCE = {
+    "vllm": ("smollm2-135m-vllm", f"smollm2-135m-vllm-tp2 and not ({THROUGHPUT} and no-prefix)"),
+    "llamacpp": ("smollm2-135m-local", f"smollm2-135m-docker and not {THROUGHPUT}"),
+}
 GROUPS: dict[str, tuple[str, list[tuple[str, str]]]] = {
     "vllm": (
         f"smollm2-135m-vllm and not reasoning and not ({THROUGHPUT} and no-prefix-cache)",
@@ -88,6 +94,7 @@ def run_pytest(select: str, results: Path, log: Path, timeout_s: float) -> tuple
 
 
 def run_dir(results: Path) -> Path | None:
+    """The newest dated run folder (a copied reference run is older than this run's)."""
     dated = [p for p in results.iterdir() if p.is_dir() and not p.is_symlink()]
     return max(dated) if dated else None
 
@@ -110,9 +117,23 @@ def seconds_left(stop_at: dt.datetime | None) -> float:
     return (stop_at - dt.datetime.now(dt.UTC)).total_seconds()
 
 
-def measure(args: argparse.Namespace, folder: Path) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
-    for round_ in range(args.runs):
+def reused(group: str, rows: list[dict[str, Any]], results: Path) -> str | None:
+    """--reuse-reference: the newest good run of the group whose first reference PASSed, copied
+    into ``results`` as an earlier dated run (the reference rule takes its PASS from there);
+    returns that run's folder, or None (the reference is qualified in this run)."""
+    name = ROOT_REFERENCE[group][0]
+    for row in reversed(rows):
+        ok = (row["serves"].get(name) or {}).get("verdict") == "PASS"
+        if row["group"] == group and not row["suite_trouble"] and ok and row["run"]:
+            source = ROOT / row["run"]
+            shutil.copytree(source, results / source.name, symlinks=True)
+            return row["run"]
+    return None
+
+
+def measure(args: argparse.Namespace, folder: Path, rows: list[dict[str, Any]]) -> None:
+    first = max((r["round"] for r in rows), default=-1) + 1
+    for round_ in range(first, first + args.runs):
         for group in args.groups:
             for attempt in range(args.retries + 1):
                 left = seconds_left(args.stop_at)
@@ -124,9 +145,15 @@ def measure(args: argparse.Namespace, folder: Path) -> list[dict[str, Any]]:
                 tag = f"{group}-{round_}" + (f"-retry{attempt}" if attempt else "")
                 print(f"{time.strftime('%H:%M:%S', time.gmtime())} {tag}: {load_text()}",
                       flush=True)  # fmt: skip
-                took, how = run_pytest(GROUPS[group][0], folder / tag, folder / f"{tag}.log",
+                select = GROUPS[group][0]
+                (folder / tag).mkdir(parents=True, exist_ok=True)
+                source = reused(group, rows, folder / tag) if args.reuse_reference else None
+                if source:
+                    select = ROOT_REFERENCE[group][1]
+                    print(f"  {ROOT_REFERENCE[group][0]}: its PASS in {source}", flush=True)
+                took, how = run_pytest(select, folder / tag, folder / f"{tag}.log",
                                        min(args.timeout_s, left - 30))  # fmt: skip
-                row = read_run(group, folder / tag, took, how, round_)
+                row = read_run(group, folder / tag, took, how, round_) | {"reused": source}
                 rows.append(row)
                 (folder / "runs.json").write_text(json.dumps(rows, indent=2) + "\n")
                 outcomes = {n: s.get("outcome") for n, s in row["serves"].items()}
@@ -134,7 +161,6 @@ def measure(args: argparse.Namespace, folder: Path) -> list[dict[str, Any]]:
                 print(f"  {took:7.1f} s {how} gate 07: {outcomes}{said}", flush=True)
                 if not row["suite_trouble"]:
                     break
-    return rows
 
 
 def report(rows: list[dict[str, Any]]) -> list[str]:
@@ -147,7 +173,9 @@ def report(rows: list[dict[str, Any]]) -> list[str]:
         for name, reference in pairs:
             per = [r["serves"][name] for r in runs]
             outcomes = ", ".join(str(p["outcome"]) for p in per)
-            out += [f"\n### {name} vs {reference}: {len(per)} runs, gate 07: {outcomes}", ""]
+            theirs = ", ".join(str(p["figures"].get("reference_run")) for p in per)
+            out += [f"\n### {name} vs {reference}: {len(per)} runs, gate 07: {outcomes}", "",
+                    f"reference runs: {theirs}", ""]  # fmt: skip
             out += table(per, PAIR, "pair")
         serves = sorted({n for pair in pairs for n in pair})
         for name in serves:
@@ -169,6 +197,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--retries", type=int, default=1, help="re-runs of a run the suite cut")
     parser.add_argument("--stop-at", help="HH:MM UTC: no run goes past it (a running one is cut)")
     parser.add_argument("--from", dest="again", type=Path, help="re-print a folder's runs.json")
+    parser.add_argument("--folder", type=Path, help="add rounds to this folder's runs.json")
+    parser.add_argument("--reuse-reference", action="store_true",
+                        help="after a group's first good run, judge against that run's PASS of "
+                        "its first reference instead of qualifying it again")  # fmt: skip
     args = parser.parse_args(argv)
     args.groups = [g for g in args.groups.split(",") if g]
     args.stop_at = _stop_at(args.stop_at)
@@ -177,10 +209,11 @@ def main(argv: list[str] | None = None) -> int:
         rows = json.loads((folder / "runs.json").read_text())
     else:
         check_pairs(args.groups)
-        folder = results_dir("agreement-spread")
+        folder = args.folder or results_dir("agreement-spread")
+        rows = json.loads((folder / "runs.json").read_text()) if args.folder else []
         print(f"folder: {folder}\nstart {load_text()}", flush=True)
         began = time.monotonic()
-        rows = measure(args, folder)
+        measure(args, folder, rows)
         print(f"wall {time.monotonic() - began:.0f} s; end {load_text()}")
     lines = report(rows)
     (folder / "spread.md").write_text("\n".join(lines) + "\n")
