@@ -209,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = json.loads((folder / "runs.json").read_text())
     else:
         check_pairs(args.groups)
-        folder = args.folder or results_dir("agreement-spread")
+        folder = args.folder.resolve() if args.folder else results_dir("agreement-spread")
         rows = json.loads((folder / "runs.json").read_text()) if args.folder else []
         print(f"folder: {folder}\nstart {load_text()}", flush=True)
         began = time.monotonic()
