@@ -168,3 +168,22 @@ def _margin(s: dict[str, Any]) -> str:
         return "∞ (worst run 0)"
     flag = " **< 1.5x**" if m < 1.5 else ""
     return f"{m:.1f}x{flag}"
+
+
+def compact(columns: dict[str, list[dict[str, Any]]], figures: tuple[Figure, ...]) -> list[str]:
+    """One markdown table, a column per pair or serve: each cell 'worst (median) op bound:
+    margin', with that column's own bound (candidate files may override the defaults)."""
+    lines = ["| figure | " + " | ".join(columns) + " |",
+             "| --- | " + " | ".join("---" for _ in columns) + " |"]  # fmt: skip
+    for f in figures:
+        cells = []
+        for rows in columns.values():
+            runs = [r for r in rows if r["figures"]]
+            values = [r["figures"].get(f.key) for r in runs]
+            numbers = [float(v) for v in values if isinstance(v, int | float)]
+            bound = next((r["bounds"].get(f.bound) for r in runs if f.bound), None)
+            s = spread(numbers, bound, f.op)
+            said = f"{_num(s.get('worst'))} ({_num(s.get('median'))}) {f.op} {_num(bound)}: "
+            cells.append(said + _margin(s) if s["n"] else "—")
+        lines.append(f"| {f.label} | " + " | ".join(cells) + " |")
+    return lines

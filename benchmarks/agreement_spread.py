@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from _bench import ROOT, load_text, results_dir
-from _spread import PAIR, SERVE, serve_figures, table
+from _spread import PAIR, SERVE, compact, serve_figures, table
 
 from tp2qual.candidate import load_candidate
 
@@ -179,9 +179,15 @@ def report(rows: list[dict[str, Any]]) -> list[str]:
             out += table(per, PAIR, "pair")
         serves = sorted({n for pair in pairs for n in pair})
         for name in serves:
-            per = [r["serves"][name] for r in runs]
+            per = [r["serves"][name] for r in runs if r["serves"][name]["figures"]]
             out += [f"\n### {name} on its own: {len(per)} runs", ""]
             out += table(per, SERVE, "serve")
+    out += ["\n### Compact: worst run (median) · margin, per pair", ""]
+    out += compact({f"{c} vs {ref}": [r["serves"][c] for r in good if c in r["serves"]]
+                    for _, pairs in GROUPS.values() for c, ref in pairs}, PAIR)  # fmt: skip
+    serves = sorted({n for _, pairs in GROUPS.values() for pair in pairs for n in pair})
+    out += ["\n### Compact: worst run (median) · margin, per serve", ""]
+    out += compact({n: [r["serves"][n] for r in good if n in r["serves"]] for n in serves}, SERVE)
     cut = [r for r in rows if r["suite_trouble"]]
     out += [f"\nSuite/load trouble (re-run, not counted): {len(cut)} run(s)"]
     out += [f"- {r['group']} round {r['round']}: {r['how']}, "
