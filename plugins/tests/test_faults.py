@@ -113,6 +113,10 @@ def smollm2_spec(name: str) -> dict[str, Any]:
     # One call per tool mode and no call after a long prompt: what these runs prove is the gate
     # failing and blocking; the repeats and their power are test_tool_call_power*.py's.
     gates["tool_calls"].update(repeats=1, long_fill=0.0)
+    # Gate 06's needle row alone, as before the ladder: the rows below it are test_ladder*'s and
+    # the shipped candidates' (CI's llama.cpp lane: 1,702 s with them in every copy, 1,101 s
+    # before the ladder).
+    gates["capacity"].update(ladder_fractions=[], ladder_tokens=[])
     # A floor far below any load: other servers share these 2 cores (1.4 tok/s was seen); the
     # floor logic is not what these runs prove, the samples being taken (or not) is.
     gates["throughput"].update(

@@ -5,7 +5,7 @@ proxy, each breaking every chat answer after readiness's one real token in one w
 ``choices``, ``choices: []``, no ``message``, no ``usage``, a body that is not JSON, a stream with
 a data line that is not JSON. Each copy declares the gates before its target not applicable,
 so the one fault lands where it is meant to: gate 03, 04, 05, 06 (its calibration and its
-ladder's first stream) and 08. The reply accessors (``Exchange.message``/``choice``/``usage``,
+streamed needle) and 08. The reply accessors (``Exchange.message``/``choice``/``usage``,
 serving/server.py) raise ``MalformedReply``, a ``QualError``, so every gate reading them FAILs
 the same way; before them each of these was a KeyError or TypeError, a suite error. The
 accessors themselves, on the bodies the proxy sends, are checked without a server at the end.
@@ -50,8 +50,8 @@ CASES = {
     "malformed-06-calibration": (
         "no_usage", "capacity", "without a token count (usage.prompt_tokens)",
     ),
-    # the ladder's first row, 1/8 of the bound, is gate 06's first streamed answer
-    "malformed-06-ladder": ("stream_not_json", "capacity", "ladder-256: HTTP 200 stream with"),
+    # gate 06's first streamed answer: the needle's row (a self-test copy asks no lower rows)
+    "malformed-06-needle": ("stream_not_json", "capacity", "needle: HTTP 200 stream with"),
     "malformed-08-stream": ("stream_not_json", "throughput", "upstream hiccup (injected)"),
 }  # fmt: skip
 
