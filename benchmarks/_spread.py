@@ -13,7 +13,6 @@ only ``cached_prefix_agrees``); its largest |Δ logprob| is recomputed here from
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tp2qual.artifacts.claims import read_records
+from tp2qual.artifacts.layout import read_json_object
 from tp2qual.candidate import Candidate
 from tp2qual.checks.agreement import closeness
 from tp2qual.checks.agreement.evaluate import rule_of
@@ -65,7 +65,7 @@ def serve_figures(run_dir: Path, name: str) -> dict[str, Any]:
     """One serve's gate-07 outcome, summary figures and bounds in one run (empty figures when
     the gate wrote no summary: cut short, not run, or the serve not in the run)."""
     folder = run_dir / name
-    finding = _json(folder / FINDING)
+    finding = read_json_object(folder / FINDING)
     gate = (finding.get("gates") or {}).get("agreement") or {}
     lines = read_records(folder / TRANSCRIPT) if (folder / TRANSCRIPT).is_file() else []
     summary = next((r for r in reversed(lines) if r.get("kind") == SUMMARY), {})
@@ -103,14 +103,6 @@ def _settings(folder: Path, finding: dict[str, Any]) -> dict[str, Any]:
     if not spec:
         return {}
     return Candidate(path=folder / "candidate.toml", spec=spec).gate("agreement")
-
-
-def _json(path: Path) -> dict[str, Any]:
-    try:
-        loaded = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return loaded if isinstance(loaded, dict) else {}
 
 
 # ---------------------------------------------------------------------------------------------
