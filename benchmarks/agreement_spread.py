@@ -8,6 +8,8 @@ Pairs (candidate against the reference its file names, checked at the start):
   vllm:     smollm2-135m-vllm-tp2 vs smollm2-135m-vllm (TP2 vs TP1), and the lane
             smollm2-135m-vllm-tp2-no-prefix-cache vs smollm2-135m-vllm-tp2 — one pytest run
   llamacpp: smollm2-135m-docker vs smollm2-135m-local — one pytest run
+  sglang:   smollm2-135m-sglang-tp2 vs smollm2-135m-sglang (TP2 vs TP1) — one pytest run
+            (not in the default groups: scripts/install.sh sglang first)
 
 Each round runs every group once, as its own pytest process with its own results root
 (``--results <folder>/<group>-<round>``), so every run judges against a reference qualified in
@@ -45,6 +47,7 @@ THROUGHPUT = "test_single_stream_samples"
 ROOT_REFERENCE = {
     "vllm": ("smollm2-135m-vllm", f"smollm2-135m-vllm-tp2 and not ({THROUGHPUT} and no-prefix)"),
     "llamacpp": ("smollm2-135m-local", f"smollm2-135m-docker and not {THROUGHPUT}"),
+    "sglang": ("smollm2-135m-sglang", f"smollm2-135m-sglang-tp2 and not {THROUGHPUT}"),
 }
 GROUPS: dict[str, tuple[str, list[tuple[str, str]]]] = {
     "vllm": (
@@ -57,6 +60,10 @@ GROUPS: dict[str, tuple[str, list[tuple[str, str]]]] = {
     "llamacpp": (
         f"(smollm2-135m-local or smollm2-135m-docker) and not ({THROUGHPUT} and docker)",
         [("smollm2-135m-docker", "smollm2-135m-local")],
+    ),
+    "sglang": (
+        f"smollm2-135m-sglang and not ({THROUGHPUT} and tp2)",
+        [("smollm2-135m-sglang-tp2", "smollm2-135m-sglang")],
     ),
 }
 SUITE_TROUBLE = ("ERROR", None)  # a gate-07 outcome that is the suite's or the load's, not a FAIL

@@ -143,6 +143,33 @@ def test_evaluate_without_a_reference_judges_self_and_says_the_rest_is_not_appli
     assert "no reference transcript" in judged.claims["agreement_not_judged"]
 
 
+def _warmed(shift: float, at: int = 9) -> list[dict[str, Any]]:
+    """The real decode's lines with its warm copy's token ``at`` moved by ``shift`` nat."""
+    lines = _lines()
+    rows = copy.deepcopy(lines[2]["tokens"])
+    row = rows[at]  # the whole row moved: its token stays its own argmax
+    row["logprob"] -= shift
+    row["top"] = [[token, value - shift] for token, value in row["top"]]
+    return [*lines[:2], {**lines[2], "tokens": rows}]
+
+
+def test_a_cached_prefix_is_held_to_its_own_bound_and_claims_its_figure() -> None:
+    """Warm against cold at warm_max_abs_delta_logprob (0.4), no longer the self p99 (1.0):
+    0.39 nat passes, 0.6 (a p 0.99 token given 0.54 warm) FAILs; a run recorded before the
+    setting was judged at the self p99 and claimed no figure, and verify judges it as then."""
+    assert SETTINGS["warm_max_abs_delta_logprob"] == 0.4
+    held = evaluate(_warmed(0.39), SETTINGS)
+    assert held.problems == [] and held.claims["cached_prefix_max_abs_delta"] == 0.39
+    moved = evaluate(_warmed(0.6), SETTINGS)
+    assert moved.claims["cached_prefix_agrees"] is False
+    assert moved.claims["cached_prefix_max_abs_delta"] == 0.6
+    assert any("with its prefix cached" in p and "(> 0.4)" in p for p in moved.problems)
+    before = {k: v for k, v in SETTINGS.items() if k != "warm_max_abs_delta_logprob"}
+    then = evaluate(_warmed(0.6), before)
+    assert then.claims["cached_prefix_agrees"] is True  # at the self p99, 1.0
+    assert "cached_prefix_max_abs_delta" not in then.claims
+
+
 def test_evaluate_against_a_reference_teacher_forced() -> None:
     lines = _lines()
     ref = {**lines[0], "kind": REFERENCE, "candidate": "r", "run": "20261203T000000Z-ab12"}

@@ -98,20 +98,18 @@ def dump_toml(spec: dict[str, Any], prefix: str = "") -> str:
     return "\n".join(line for line in lines if line is not None).strip() + "\n"
 
 
-def smollm2_spec(name: str) -> dict[str, Any]:
-    """The embedded candidate, renamed, with small gate settings (same engine, same model)."""
-    spec = load_candidate(SOURCE).spec  # its shared part merged in
-    spec["name"] = name
-    spec["description"] = f"self-test copy of {SOURCE.stem}"
-    gates = spec["gates"]
+def small_gates(gates: dict[str, Any]) -> None:
+    """The self-tests' small gate settings, for any copy of an embedded llama.cpp candidate (a
+    process, a container, on a second host): what its runs prove is a gate failing, blocking,
+    stopping or being placed, not the shipped settings' power."""
     # The two short known answers end at `stop` within 7 tokens (the recorded real run), so 32
     # is room enough; and it keeps them under the fault proxy's repetition threshold (64).
     gates["deterministic"].update(
         repeats=2, prompts=gates["deterministic"]["prompts"][:2], max_tokens=32
     )
     gates["repetition"].update(max_tokens=64, prompts=gates["repetition"]["prompts"][:1])
-    # One call per tool mode and no call after a long prompt: what these runs prove is the gate
-    # failing and blocking; the repeats and their power are test_tool_call_power*.py's.
+    # One call per tool mode and no call after a long prompt: the repeats and their power are
+    # test_tool_call_power*.py's.
     gates["tool_calls"].update(repeats=1, long_fill=0.0)
     # Gate 06's needle row alone, as before the ladder: the rows below it are test_ladder*'s and
     # the shipped candidates' (CI's llama.cpp lane: 1,702 s with them in every copy, 1,101 s
@@ -122,9 +120,17 @@ def smollm2_spec(name: str) -> dict[str, Any]:
     gates["throughput"].update(
         samples=5, warmup=1, max_tokens=16, floors={"decode_tok_s_median": 0.1}
     )
+
+
+def smollm2_spec(name: str) -> dict[str, Any]:
+    """The embedded candidate, renamed, with small gate settings (same engine, same model)."""
+    spec = load_candidate(SOURCE).spec  # its shared part merged in
+    spec["name"] = name
+    spec["description"] = f"self-test copy of {SOURCE.stem}"
+    small_gates(spec["gates"])
     # Gate 07 asks 5 prompts with logprobs and scores arithmetic items: minutes per inner run on
     # llama.cpp, for nothing these runs prove (test_agreement_faults.py turns it back on).
-    gates.setdefault("not_applicable", {})["agreement"] = (
+    spec["gates"].setdefault("not_applicable", {})["agreement"] = (
         "self-test copy: agreement is proved by test_agreement_faults.py"
     )
     return spec

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from ctrl_c import children_get_default_sigint, interrupt_bound_s, park_env, wait_parked
 from sshd import running_sshd
-from test_faults import MAIN, Inner, run_inner, write_candidate
+from test_faults import MAIN, Inner, run_inner, small_gates, write_candidate
 
 from tp2qual.candidate import load_candidate
 from tp2qual.evidence.verify import verify_run
@@ -73,10 +73,7 @@ def docker_copies(tmp_path: Path) -> None:
         spec["name"], spec["description"] = name, f"self-test copy of {DOCKER.stem}"
         spec.pop("reference", None)  # its reference is not among the copies
         gates = spec["gates"]
-        gates["deterministic"].update(repeats=2, prompts=gates["deterministic"]["prompts"][:2])
-        gates["repetition"].update(max_tokens=64, prompts=gates["repetition"]["prompts"][:1])
-        floors = {"decode_tok_s_median": 0.1}  # two servers share 2 cores here
-        gates["throughput"].update(samples=5, warmup=1, max_tokens=16, floors=floors)
+        small_gates(gates)  # two servers share 2 cores here
         # gate 07 small: a near-bound reread on two servers sharing 2 cores outlasts Ctrl-C's wait
         gates["agreement"].update(prompts=3, accuracy_items=2, accuracy_max_tokens=32,
                                   near_bound_fill=0.3)  # fmt: skip

@@ -301,7 +301,7 @@ def test_a_candidate_served_from_the_volume_passes(
 ) -> None:
     """The embedded Docker candidate, its GGUF read from the volume (mounted read-only where the
     hub cache goes) instead of the image's own copy, through every gate."""
-    from test_faults import MAIN, run_inner, write_candidate
+    from test_faults import MAIN, run_inner, small_gates, write_candidate
 
     from tp2qual.evidence.verify import verify_run
     from tp2qual.launch import CONTAINER_HF_CACHE
@@ -315,10 +315,7 @@ def test_a_candidate_served_from_the_volume_passes(
     spec["launch"]["command"][4] = f"{in_volume_path}/{GGUF}"
     spec["launch"]["docker"]["pin"] = engine.images.get(IMAGE).id
     gates = spec["gates"]
-    gates["deterministic"].update(repeats=2, prompts=gates["deterministic"]["prompts"][:2])
-    gates["repetition"].update(max_tokens=64, prompts=gates["repetition"]["prompts"][:1])
-    gates["throughput"].update(samples=5, warmup=1, max_tokens=16,
-                               floors={"decode_tok_s_median": 0.1})  # fmt: skip
+    small_gates(gates)
     gates["agreement"].update(prompts=3, accuracy_items=2, accuracy_max_tokens=32,
                               near_bound_fill=0.3)  # fmt: skip
     write_candidate(tmp_path / "candidates", spec)

@@ -4,6 +4,7 @@ near-bound prompt's size, and the smallest accuracy drop its item count can see.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -74,6 +75,16 @@ def flip_line(settings: Mapping[str, Any]) -> str:
     return said
 
 
+def warm_line(settings: Mapping[str, Any]) -> str:
+    """The cached-prefix check's bound, as the smallest shift it FAILs: a token the cold
+    decode chose at p 0.99 that the warm one gives this much less."""
+    bound = float(settings["warm_max_abs_delta_logprob"])
+    return (
+        f"a cached prefix decodes as the cold one: common-prefix |Δ| <= {bound} nat, so it FAILs "
+        f"a token chosen at p 0.99 cold and given p {0.99 * math.exp(-bound):.2f} or less warm"
+    )
+
+
 def agreement_lines(candidate: Candidate) -> list[str]:
     """Gate 07's parts for this serve, and the smallest accuracy drop its item count can see
     at three reference accuracies (80 % power, ``checks.accuracy.detectable_drop``)."""
@@ -95,6 +106,7 @@ def agreement_lines(candidate: Candidate) -> list[str]:
         f"{s['self_max_mean_abs_delta']}, teacher-forced <= {s['tf_max_mean_abs_delta']}",
         f"near the bound: a prompt of about {near} tokens ({s['near_bound_fill']:.0%} of "
         f"{candidate.max_model_len}), {s['near_bound_max_tokens']} tokens decoded",
+        warm_line(s),
         *tf_catch_lines(s),
     ]
     n, alpha, most = int(s["accuracy_items"]), float(s["accuracy_alpha"]), s["accuracy_max_drop"]
