@@ -79,7 +79,7 @@ def from_plan(estimate: str) -> list[Input]:
     most = estimate == "high"
     inputs = []
     for candidate in (c for c in shipped.values() if c.spec.get("campaign")):
-        found = estimate_for(candidate, shipped)
+        found = estimate_for(candidate, shipped, list(shipped.values()))
         after = (candidate.spec.get("lane") or {}).get("after")
         joins = candidate.reference if candidate.reference != after else None
         seconds = found.seconds if most else found.expected_seconds

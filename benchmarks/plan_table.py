@@ -32,7 +32,7 @@ def main() -> None:
     expected = most = 0.0
     for name in run_order(campaign):
         candidate = shipped[name]
-        found = estimate_for(candidate, shipped)
+        found = estimate_for(candidate, shipped, list(shipped.values()))
         n = int(candidate.gate("tool_calls").get("repeats") or 1)
         extra = candidate.request_settings.get("extra", {})
         print(

@@ -22,7 +22,9 @@ arithmetic items are chat requests with the candidate's ``[gates.request]``. Pas
 - **accuracy**: the shipped arithmetic items (chat, scored by the last number; an item cut by
   its budget counted, never scored), a drop against the reference's answers by the exact
   one-sided McNemar test, judged only where that test could see ``accuracy_max_drop``; asking
-  stops once the outcome is certain.
+  stops once the outcome is certain. Asked only where a drop can be judged from them
+  (``tp2qual.accuracy_asked``: a reference, or a loaded candidate judged against this one, or
+  ``accuracy_record_unjudged``); else one ``accuracy_not_asked`` line says why, and none is.
 
 A part that cannot judge says *not judged* and why (the finding's skipped checks, the terminal,
 the report): an engine that cannot reread, too few aligned positions, no power. No reference
@@ -45,12 +47,14 @@ from typing import Any
 import pytest
 
 import tp2qual
+from tp2qual.accuracy_asked import ItemsAsked, items_asked
 from tp2qual.artifacts.claims import read_records
 from tp2qual.artifacts.finding import NOT_APPLICABLE, NOT_RUN
 from tp2qual.checks.accuracy import score, settled
 from tp2qual.checks.agreement import (
     ACCURACY,
     NEAR_BOUND,
+    NOT_ASKED,
     OWN,
     REFERENCE,
     REFERENCE_ACCURACY,
@@ -126,7 +130,8 @@ def test_agrees_with_reference(
         for line in reference.records:
             if line["kind"] == OWN and line["id"] != NEAR_BOUND:  # forced on the shipped prompts
                 _reread(api, candidate, record, "forced", line, shift, settings)
-    _ask_items(api, candidate, record, settings, reference)
+    catalogue = request.config.stash[run_key].candidates  # every file loaded, not the -k
+    _ask_items(api, candidate, record, settings, reference, items_asked(candidate, catalogue))
     judged = _summarise(record, settings, claim)
     _say_not_judged(record, judged["not_judged"], shift, candidate.reference is None)
     assert not judged["problems"], "; ".join(judged["problems"])
@@ -252,10 +257,13 @@ def _copy_reference(record: CandidateRecord, reference: Reference) -> None:
 
 
 def _ask_items(api: Api, candidate: Candidate, record: CandidateRecord, settings: dict[str, Any],
-               reference: Reference | str | None) -> None:  # fmt: skip
+               reference: Reference | str | None, asked: ItemsAsked) -> None:  # fmt: skip
     """The first ``accuracy_items`` arithmetic items, each scored by its last number (an item
     its budget cut is not scored); against a reference, asking stops once the drop test's
-    outcome cannot change."""
+    outcome cannot change. None where no drop can be judged from them: one line says why."""
+    if not asked.asked:
+        _write(record, {"kind": NOT_ASKED, "why": asked.why, "referrers": list(asked.referrers)})
+        return
     digest, items = _load(ARITHMETIC, "items")
     items = items[: settings["accuracy_items"]]
     theirs = {}

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tp2qual.accuracy_asked import items_asked
 from tp2qual.candidate import Candidate, load_candidates
 from tp2qual.dry_run import estimate_for, fit_lines
 from tp2qual.perf.estimate import Rate, dated_rate, estimate
@@ -18,6 +19,7 @@ from tp2qual.perf.fit import Fit, fraction, one_gpu_fit, weights
 
 MAIN = Path(__file__).resolve().parents[2]
 SHIPPED = {c.name: c for c in load_candidates([MAIN / "candidates"])}
+ALL = list(SHIPPED.values())  # every candidate loaded: gate 07 asks its items by them
 BASELINES = [
     c for c in SHIPPED.values() if c.spec.get("campaign") and c.tp > 1 and not c.spec.get("lane")
 ]
@@ -87,6 +89,7 @@ def test_the_estimate_counts_each_gates_requests_at_the_dated_rate() -> None:
         first_token=Rate(0.5, "test"),
         load=Rate(100.0, "test"),
         agreement_prompt_tokens=[10, 20],
+        asked=items_asked(qwen, SHIPPED.values()),
     )
     det = qwen.gate("deterministic")
     runs = len(det["prompts"]) * det["repeats"]
@@ -104,7 +107,7 @@ def test_the_estimate_counts_each_gates_requests_at_the_dated_rate() -> None:
     assert found.gates["agreement"].requests == 4 * 2 + 3 + agreement["accuracy_items"]
     assert found.seconds == 100 + sum(found.gate_seconds(g) for g in found.gates)
     lane = SHIPPED["smollm2-135m-vllm-tp2-no-prefix-cache"]  # four gates not applicable
-    assert "throughput" not in estimate_for(lane, {}).gates
+    assert "throughput" not in estimate_for(lane, {}, ALL).gates
 
 
 def test_the_rate_is_the_dated_one_else_the_floor_and_says_which() -> None:
@@ -112,17 +115,17 @@ def test_the_rate_is_the_dated_one_else_the_floor_and_says_which() -> None:
     rate = dated_rate(qwen.spec["baseline"], "decode_tok_s_median")
     # each serve's time rests on the record of its own TP size (issue 39)
     assert rate is not None and rate.value == 67.5 and "TP2 record of 2026-08-01" in rate.basis
-    assert estimate_for(qwen, {qwen_tp1.name: qwen_tp1}).decode == rate
-    tp1 = estimate_for(qwen_tp1, {}).decode
+    assert estimate_for(qwen, {qwen_tp1.name: qwen_tp1}, ALL).decode == rate
+    tp1 = estimate_for(qwen_tp1, {}, ALL).decode
     assert tp1.value == 78.7 and "TP1 record of 2026-07-29" in tp1.basis
-    deepseek = estimate_for(SHIPPED["deepseek-v4-flash-0731"], {})
+    deepseek = estimate_for(SHIPPED["deepseek-v4-flash-0731"], {}, ALL)
     assert deepseek.decode.value == 11.5 and "TP2 record of 2026-08-01" in deepseek.decode.basis
     # a TP1 record with no decode rate: its TP2 record slowed by the largest TP2 gain measured
     nemotron, nemotron_tp1 = (SHIPPED[f"nemotron-3-super-120b-a12b-nvfp4{s}"] for s in ("", "-tp1"))
-    slowed = estimate_for(nemotron_tp1, {nemotron.name: nemotron}).decode
+    slowed = estimate_for(nemotron_tp1, {nemotron.name: nemotron}, ALL).decode
     assert round(slowed.value, 1) == round(59.5 / 1.39, 1) and "tp2_gain_max" in slowed.basis
     # none at all: the floor, said so
-    alone = estimate_for(nemotron_tp1, {}).decode
+    alone = estimate_for(nemotron_tp1, {}, ALL).decode
     assert alone.basis.startswith("no dated rate: the decode floor")
     assert "GiB at 0.383 GiB/s" in deepseek.load.basis
 

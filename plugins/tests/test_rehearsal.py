@@ -13,6 +13,7 @@ import pytest
 
 import tp2qual
 from tp2qual import prefill
+from tp2qual.accuracy_asked import items_asked
 from tp2qual.budget import TimeBudget
 from tp2qual.candidate import GATE_DEFAULTS, Candidate, load_candidates
 from tp2qual.checks.agreement import NEAR_BOUND, OWN
@@ -45,7 +46,7 @@ def test_every_shipped_campaign_candidate_and_lane_is_rehearsed() -> None:
 
 @pytest.mark.parametrize("serve", CAMPAIGN, ids=[c.name for c in CAMPAIGN])
 def test_no_campaign_request_fails_by_the_suites_own_arithmetic(serve: Candidate) -> None:
-    rehearsal = rehearse(serve, SHIPPED)
+    rehearsal = rehearse(serve, SHIPPED, items_asked(serve, CAMPAIGN))
     assert rehearsal.requests
     assert not rehearsal.problems, "\n".join(rehearsal.problems)
 
@@ -87,7 +88,7 @@ def test_a_prompt_logprob_peak_is_one_chunk_of_the_vocabulary() -> None:
 
 def test_the_plan_shows_each_gates_largest_request_with_its_deadline_and_rate() -> None:
     qwen = next(c for c in CAMPAIGN if c.name == "qwen3.5-122b-a10b-nvfp4")
-    lines = plan_lines(rehearse(qwen, SHIPPED))
+    lines = plan_lines(rehearse(qwen, SHIPPED, items_asked(qwen, CAMPAIGN)))
     assert "tok/s = the slowest prefill on record" in lines[0]
     for gate in ("deterministic", "capacity", "agreement", "throughput"):
         line = next(ln for ln in lines if ln.startswith(f"{gate}: "))

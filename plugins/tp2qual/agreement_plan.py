@@ -1,5 +1,6 @@
 """What gate 07 will judge for a candidate, for ``--plan``: its parts and tolerances, the
-near-bound prompt's size, and the smallest accuracy drop its item count can see."""
+near-bound prompt's size, and the smallest accuracy drop its item count can see, or why it asks
+no item (``tp2qual.accuracy_asked``)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from tp2qual.accuracy_asked import ItemsAsked
 from tp2qual.candidate import GATE_DEFAULTS, Candidate
 from tp2qual.checks.accuracy import detectable_drop
 from tp2qual.checks.agreement.flips import detectable_flip_rate, flip_threshold
@@ -85,9 +87,10 @@ def warm_line(settings: Mapping[str, Any]) -> str:
     )
 
 
-def agreement_lines(candidate: Candidate) -> list[str]:
+def agreement_lines(candidate: Candidate, asked: ItemsAsked) -> list[str]:
     """Gate 07's parts for this serve, and the smallest accuracy drop its item count can see
-    at three reference accuracies (80 % power, ``checks.accuracy.detectable_drop``)."""
+    at three reference accuracies (80 % power, ``checks.accuracy.detectable_drop``); ``asked``:
+    whether it asks its items at all (``tp2qual.accuracy_asked``), and why."""
     if why := candidate.not_applicable("agreement"):
         return [f"not applicable: {' '.join(why.split())}"]
     s = candidate.gate("agreement")
@@ -110,6 +113,8 @@ def agreement_lines(candidate: Candidate) -> list[str]:
         *tf_catch_lines(s),
     ]
     n, alpha, most = int(s["accuracy_items"]), float(s["accuracy_alpha"]), s["accuracy_max_drop"]
+    if not asked.asked:
+        return [*lines, f"accuracy: {asked.why}"]
     if not n:
         return [*lines, "accuracy: no items asked (accuracy_items = 0)"]
     gain, seen = float(s["accuracy_gain_rate"]), []
@@ -122,6 +127,7 @@ def agreement_lines(candidate: Candidate) -> list[str]:
         *lines,
         f"accuracy: {n} items at most, {s['accuracy_max_tokens']} tokens each (an item cut by "
         f"it is counted, not scored); a drop judged where D <= {most} at alpha {alpha}",
+        f"  {asked.why}",
         f"  smallest detectable drop D (80 % power, a {gain:.0%} prior share of the reference's "
         f"wrong items gained back) at reference accuracy " + "; ".join(seen),
     ]

@@ -97,7 +97,10 @@ GATE_DEFAULTS: dict[str, dict[str, Any]] = {
     # the tf bounds are sized below, and say the fault they catch in --plan. Accuracy: the
     # first accuracy_items of the shipped arithmetic set; a drop judged by the exact one-sided
     # McNemar test at accuracy_alpha, and only where that test can see a drop of
-    # accuracy_max_drop.
+    # accuracy_max_drop. They are asked only where a drop can be judged from them
+    # (tp2qual.accuracy_asked): the candidate has a reference, or a candidate loaded beside it is
+    # judged against it; accuracy_record_unjudged asks them anyway, for a run to be brought in
+    # later as another run's reference.
     "agreement": {
         "top_n": 5,
         "prompts": 0,
@@ -140,6 +143,7 @@ GATE_DEFAULTS: dict[str, dict[str, Any]] = {
         # alone (a reasoning serve at temperature 0 flips items both ways); the power is sized
         # at it or the pair's own gain share, whichever is larger (checks.accuracy.drop_power).
         "accuracy_gain_rate": 0.2,
+        "accuracy_record_unjudged": False,
     },
     "throughput": {
         "samples": 5,

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from tp2qual.accuracy_asked import items_asked
 from tp2qual.agreement_plan import agreement_lines
 from tp2qual.budget import DEFAULT_FLOOR_TOK_S
 from tp2qual.candidate import Candidate
@@ -80,8 +81,10 @@ def plan_sections(
 ) -> list[Section]:
     """Every section, in order; ``launch``: the candidate's resolved launch, ``rendered`` the
     launcher's own rendering of it (``plan()``); ``others``: the run's candidates by name;
-    ``peers``: every candidate loaded, against which the settings are compared."""
+    ``peers``: every candidate loaded, against which the settings are compared and by which
+    gate 07 asks its items or not (``tp2qual.accuracy_asked``)."""
     others = others or {}
+    asked = items_asked(candidate, peers)
     return [
         Section("launch", tuple(rendered.splitlines())),
         Section("lane changes", tuple(lane_lines(candidate, launch))),
@@ -95,9 +98,12 @@ def plan_sections(
             tuple(ladder_lines(candidate.max_model_len, candidate.gate("capacity"))),
         ),
         Section("agreement reference (gate 07)", tuple(reference_lines(candidate, others))),
-        Section("what gate 07 judges", tuple(agreement_lines(candidate))),
-        Section("time at the dated rates", tuple(estimate_for(candidate, others).lines())),
-        Section("largest requests, their deadlines (rehearsal)", tuple(rehearsal_lines(candidate))),
+        Section("what gate 07 judges", tuple(agreement_lines(candidate, asked))),
+        Section("time at the dated rates", tuple(estimate_for(candidate, others, peers).lines())),
+        Section(
+            "largest requests, their deadlines (rehearsal)",
+            tuple(rehearsal_lines(candidate, peers)),
+        ),
         Section("preflight checks (gate 00)", tuple(preflight_lines(candidate, launch))),
         Section("settings said out loud", tuple(settings_lines(candidate, launch, peers))),
     ]
@@ -257,10 +263,14 @@ def fit_lines(candidate: Candidate) -> list[str]:
     return [f"one GPU: {line}" if i == 0 else line for i, line in enumerate(fit.lines())]
 
 
-def estimate_for(candidate: Candidate, others: Mapping[str, Candidate]) -> Estimate:
+def estimate_for(
+    candidate: Candidate, others: Mapping[str, Candidate], catalogue: Sequence[Candidate]
+) -> Estimate:
     """The candidate's time, expected and at most (perf/estimate.py), at the dated record of its
     own TP size, else its model's other-TP record converted (perf/record_rates.py), else its
-    decode floor (the slowest a PASS allows), each said."""
+    decode floor (the slowest a PASS allows), each said; gate 07's items counted where
+    ``tp2qual.accuracy_asked`` asks them over ``catalogue``, every candidate loaded (the -k
+    selection or not: a run of one decides as a run of all)."""
     rested = rested_on(candidate, others)
     no_ttft = Rate(0.0, "no dated TTFT: not counted")
     return estimate(
@@ -269,6 +279,7 @@ def estimate_for(candidate: Candidate, others: Mapping[str, Candidate]) -> Estim
         first_token=(rested.first_token if rested else None) or no_ttft,
         load=_load(candidate),
         agreement_prompt_tokens=_agreement_prompt_tokens(),
+        asked=items_asked(candidate, catalogue),
         prefill=rested.prefill if rested else (),
         prefill_basis=rested.prefill_basis if rested else "",
         expectations=expectations_of(candidate.spec),
@@ -295,10 +306,11 @@ def _load(candidate: Candidate) -> Rate:
     return Rate(size.gib / rate, f"{size.gib:.1f} GiB at {rate:g} GiB/s ({source})")
 
 
-def rehearsal_lines(candidate: Candidate) -> list[str]:
+def rehearsal_lines(candidate: Candidate, catalogue: Sequence[Candidate]) -> list[str]:
     """Per gate, its largest request, the deadline the suite gives it and the prefill rate
-    that deadline assumes; a request the suite itself would fail, named (``tp2qual.rehearsal``)."""
-    return rehearsal_plan_lines(rehearse(candidate, _shipped()))
+    that deadline assumes; a request the suite itself would fail, named (``tp2qual.rehearsal``;
+    gate 07's items where ``tp2qual.accuracy_asked`` asks them over ``catalogue``)."""
+    return rehearsal_plan_lines(rehearse(candidate, _shipped(), items_asked(candidate, catalogue)))
 
 
 @cache

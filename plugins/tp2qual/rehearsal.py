@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tp2qual import prefill
+from tp2qual.accuracy_asked import ItemsAsked
 from tp2qual.budget import MARGIN, TimeBudget
 from tp2qual.candidate import Candidate
 from tp2qual.checks.agreement.near_bound import near_bound_plan
@@ -254,7 +255,7 @@ def _capacity(sizer: _Sizer, c: Candidate) -> list[Request]:
     return [needle, sizer.request("capacity", "over-bound", over, 16, over_bound=True)]
 
 
-def _agreement(sizer: _Sizer, c: Candidate, shipped: Shipped) -> list[Request]:
+def _agreement(sizer: _Sizer, c: Candidate, shipped: Shipped, asked: ItemsAsked) -> list[Request]:
     s = c.gate("agreement")
     out = []
     for n, (chars, max_tokens) in enumerate(shipped.agreement[: s["prompts"] or None]):
@@ -274,17 +275,18 @@ def _agreement(sizer: _Sizer, c: Candidate, shipped: Shipped) -> list[Request]:
     else:  # the warm decode of the same prompt
         out.append(sizer.request("agreement", "near-bound-warm", plan.prompt_tokens,
                                  plan.max_tokens))  # fmt: skip
-    for n, chars in enumerate(shipped.item_chars[: s["accuracy_items"]]):
+    for n, chars in enumerate(shipped.item_chars[: asked.items(s)]):  # none where not asked
         out.append(sizer.request("agreement", f"item-{n}", chars, s["accuracy_max_tokens"]))
     return out
 
 
-def rehearse(candidate: Candidate, shipped: Shipped) -> Rehearsal:
-    """Every request of every gate that applies to the candidate, sized and checked."""
+def rehearse(candidate: Candidate, shipped: Shipped, asked: ItemsAsked) -> Rehearsal:
+    """Every request of every gate that applies to the candidate, sized and checked; gate 07's
+    arithmetic items where ``asked`` (``tp2qual.accuracy_asked``) says they are."""
     room = room_of(candidate)
     sizer = _Sizer(candidate, room)
     requests = [*_small(sizer, candidate), *_capacity(sizer, candidate)]
-    requests += _agreement(sizer, candidate, shipped)
+    requests += _agreement(sizer, candidate, shipped, asked)
     kept = tuple(r for r in requests if not candidate.not_applicable(r.gate))
     return Rehearsal(candidate.name, budget_of(candidate), room, kept, _near_check(candidate))
 

@@ -71,7 +71,8 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
             session.testsfailed += 1  # the plan's exit status says so
             del chosen[candidate.name]
         writer.line()
-    estimates = {name: dry_run.estimate_for(c, chosen) for name, c in chosen.items()}
+    # gate 07's items by every candidate loaded, never the -k selection (tp2qual.accuracy_asked)
+    estimates = {n: dry_run.estimate_for(c, chosen, state.candidates) for n, c in chosen.items()}
     fleet = session.config.stash.get(fleet_key, None)
     hosts = fleet.placement if fleet is not None else None
     writer.line("## the run: every candidate above, in this order")

@@ -25,12 +25,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tp2qual.accuracy_asked import ItemsAsked
 from tp2qual.candidate import Candidate
 from tp2qual.perf.expected_use import (
     LADDER_ROWS,
     Expectations,
     LongPrompt,
     expected_load,
+    items_load,
     long_prompts,
 )
 from tp2qual.perf.ladder import ladder_plan
@@ -57,6 +59,9 @@ class GateLoad:
 
     requests: int
     tokens: int
+
+    def __add__(self, other: GateLoad) -> GateLoad:
+        return GateLoad(self.requests + other.requests, self.tokens + other.tokens)
 
 
 @dataclass(frozen=True)
@@ -92,6 +97,7 @@ class Estimate:
     expectations: Expectations = field(default_factory=Expectations)
     rests_on: str = ""  # the dated record, in words; "" when none (the floor)
     accuracy_items: tuple[int, int] = (0, 0)  # gate 07's items and each one's budget
+    items_not_asked: str = ""  # why gate 07 asks none (tp2qual.accuracy_asked); "" when asked
 
     def short_first(self, *, expected: bool = False) -> float:
         """A short request's first output: at most the record's (smallest row or TTFT); expected,
@@ -124,6 +130,8 @@ class Estimate:
 
     def _accuracy_lines(self) -> list[str]:
         items, budget = self.accuracy_items
+        if self.items_not_asked:
+            return [f"  of gate 07, its accuracy items: none, {self.items_not_asked}"]
         if not items:
             return []
         expected, most = (
@@ -209,13 +217,12 @@ def _capacity(s: Mapping[str, Any], _: Sequence[int]) -> GateLoad:
 def _agreement(s: Mapping[str, Any], prompt_tokens: Sequence[int]) -> GateLoad:
     """Each shipped prompt decoded twice (cold, then its prefix cached) and reread twice (its
     own answer, the reference's: one token each); the near-bound prompt sized, decoded and
-    reread; then at most ``accuracy_items`` arithmetic items (asking may stop earlier)."""
+    reread. Its arithmetic items are added by ``estimate``: at most ``accuracy_items`` where
+    ``tp2qual.accuracy_asked`` asks them (asking may stop earlier), else none."""
     prompt_tokens = prompt_tokens[: int(s.get("prompts") or 0) or None]
-    items = int(s.get("accuracy_items") or 0)
     near = int(s.get("near_bound_max_tokens") or 0)
     tokens = 2 * sum(prompt_tokens) + 2 * len(prompt_tokens) + near + 2
-    tokens += items * int(s.get("accuracy_max_tokens") or 0)
-    return GateLoad(4 * len(prompt_tokens) + 3 + items, tokens)
+    return GateLoad(4 * len(prompt_tokens) + 3, tokens)
 
 
 def _throughput(s: Mapping[str, Any], _: Sequence[int]) -> GateLoad:
@@ -243,13 +250,16 @@ def estimate(
     first_token: Rate,
     load: Rate,
     agreement_prompt_tokens: Sequence[int],
+    asked: ItemsAsked,
     prefill: Sequence[PrefillRow] = (),
     prefill_basis: str = "",
     expectations: Expectations | None = None,
     rests_on: str = "",
 ) -> Estimate:
     """The candidate's gates as it would run them (a gate not applicable asks nothing), at most
-    and as expected; ``prefill``: the record's rows, smallest prompt first."""
+    and as expected; ``asked``: whether gate 07 asks its arithmetic items
+    (``tp2qual.accuracy_asked`` over the candidates loaded); ``prefill``: the record's rows,
+    smallest prompt first."""
     settings = {g: candidate.gate(g) for g in GATE_LOADS if not candidate.not_applicable(g)}
     if "capacity" in settings:  # the rows this bound holds, not every size the file names
         rungs = ladder_plan(candidate.max_model_len, settings["capacity"]).rungs
@@ -260,6 +270,10 @@ def estimate(
         g: GateLoad(*expected_load(g, settings[g], (u.requests, u.tokens), expectations))
         for g, u in gates.items()
     }
+    items, budget = _items(settings.get("agreement") or {}, asked)
+    if "agreement" in gates:  # the items apart: at their budget, and at a short answer
+        gates["agreement"] += GateLoad(items, items * budget)
+        expected["agreement"] += GateLoad(*items_load(items, budget, expectations))
     return Estimate(
         candidate.name,
         decode,
@@ -270,12 +284,14 @@ def estimate(
         _prefill(settings, candidate.max_model_len, tuple(prefill), prefill_basis),
         expectations,
         rests_on,
-        _items(settings.get("agreement") or {}),
+        (items, budget),
+        "" if asked.asked or "agreement" not in gates else asked.why,
     )
 
 
-def _items(agreement: Mapping[str, Any]) -> tuple[int, int]:
-    return int(agreement.get("accuracy_items") or 0), int(agreement.get("accuracy_max_tokens") or 0)
+def _items(agreement: Mapping[str, Any], asked: ItemsAsked) -> tuple[int, int]:
+    """Gate 07's items asked at most (none where the rule asks none) and each one's budget."""
+    return asked.items(agreement), int(agreement.get("accuracy_max_tokens") or 0)
 
 
 def _prefill(

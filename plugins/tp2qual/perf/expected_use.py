@@ -131,17 +131,17 @@ def _capacity(s: Mapping[str, Any], upper: Load, e: Expectations) -> Load:
     return upper[0], upper[1] - rows * (budget - e.tokens("needle_answer", budget))
 
 
-def _agreement(s: Mapping[str, Any], upper: Load, e: Expectations) -> Load:
-    """The arithmetic items at a short answer (all of them: asking may stop earlier)."""
-    items, budget = int(s.get("accuracy_items") or 0), int(s.get("accuracy_max_tokens") or 0)
-    return upper[0], upper[1] - items * (budget - e.tokens("short_answer", budget))
+def items_load(items: int, budget: int, e: Expectations) -> Load:
+    """Gate 07's arithmetic items asked (``tp2qual.accuracy_asked``: none where no drop can be
+    judged from them), each at a short answer (all of them: asking may stop earlier); the rest
+    of gate 07 decodes a fixed length, at its budget."""
+    return items, items * e.tokens("short_answer", budget)
 
 
 EXPECTED: dict[str, Expect] = {
     "deterministic": _deterministic,
     "tool_calls": _tool_calls,
     "capacity": _capacity,
-    "agreement": _agreement,
 }
 
 

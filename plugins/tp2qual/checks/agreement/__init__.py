@@ -5,6 +5,7 @@ the judgement from a transcript (``evaluate``)."""
 from tp2qual.checks.agreement.kinds import (
     ACCURACY,
     NEAR_BOUND,
+    NOT_ASKED,
     OWN,
     REFERENCE,
     REFERENCE_ACCURACY,
@@ -17,6 +18,7 @@ from tp2qual.checks.agreement.kinds import (
 __all__ = [
     "ACCURACY",
     "NEAR_BOUND",
+    "NOT_ASKED",
     "OWN",
     "REFERENCE",
     "REFERENCE_ACCURACY",

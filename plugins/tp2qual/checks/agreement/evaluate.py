@@ -5,7 +5,9 @@ The transcript (``agreement_transcript.jsonl``) holds, per shipped prompt, this 
 decode (``transcript``), its reread of prompt plus answer (``reread`` ``of: self``), a second
 decode of the same prompt once its prefix is cached (``warm``), and against a reference its
 reread of the reference's prompt plus answer (``reread`` ``of: forced``) beside the reference's
-own lines (``reference``); then the scored accuracy items (``accuracy``, ``reference_accuracy``).
+own lines (``reference``); then the scored accuracy items (``accuracy``, ``reference_accuracy``),
+or, where no drop can be judged from them, one ``accuracy_not_asked`` line saying why none was
+asked (``tp2qual.accuracy_asked``).
 The judgement has these parts, each with its own claims:
 
 - greedy is argmax on every decode (``greedy_not_argmax``: the positions that are not);
@@ -16,7 +18,7 @@ The judgement has these parts, each with its own claims:
 - against the reference: the closeness walk with its gap and ends (``agrees_with_reference``,
   ``exact_share``, ``max_abs_delta_logprob``, ``max_divergence_gap``) and teacher forcing
   (``tf_*``);
-- accuracy with its power (``checks.accuracy.judge_accuracy``).
+- accuracy with its power (``checks.accuracy.judge_accuracy``); not asked: not judged, and why.
 
 A part that cannot judge (no reference, too few aligned positions, no power) says so in
 ``agreement_not_judged`` / ``accuracy_judgement``; it never reads as holding. Pure.
@@ -33,6 +35,7 @@ from tp2qual.checks.agreement import closeness, scoring
 from tp2qual.checks.agreement.kinds import (
     ACCURACY,
     NEAR_BOUND,
+    NOT_ASKED,
     OWN,
     REFERENCE,
     REFERENCE_ACCURACY,
@@ -216,6 +219,10 @@ _AS_IS = ("accuracy", "reference_accuracy")  # the other measures are claimed as
 def _accuracy(out: Evaluation, lines: list[Mapping[str, Any]], settings: Mapping[str, Any], *,
               with_reference: bool) -> None:  # fmt: skip
     scored = [r for r in lines if r.get("kind") == ACCURACY]
+    not_asked = next((r for r in lines if r.get("kind") == NOT_ASKED), None)
+    if not_asked is not None:
+        _not_asked(out, not_asked, lines, settings, with_reference=with_reference)
+        return
     if not scored:
         return
     digest = scored[0].get("items_sha256")  # paired only on the very same item bytes
@@ -240,3 +247,22 @@ def _accuracy(out: Evaluation, lines: list[Mapping[str, Any]], settings: Mapping
         out.problems.append(verdict.reason)
     elif not m.get("judged"):
         out.not_judged[PARTS["accuracy"]] = str(m.get("judgement"))
+
+
+def _not_asked(out: Evaluation, line: Mapping[str, Any], lines: list[Mapping[str, Any]],
+               settings: Mapping[str, Any], *, with_reference: bool) -> None:  # fmt: skip
+    """No item asked (``tp2qual.accuracy_asked``): its why is the accuracy part's, never a
+    judgement. A transcript that says so and yet holds an item or a stop, a reference's lines,
+    or settings that ask the items anyway contradicts itself: judged a problem, never passed."""
+    why = " ".join(str(line.get("why") or "not asked").split())
+    out.claims |= {"accuracy_judged": False, "accuracy_judgement": why}
+    asked = sum(r.get("kind") in (ACCURACY, STOPPED) for r in lines)
+    contradicted = [
+        f"{asked} item or stop line(s)" if asked else "",
+        "a reference transcript, against which they are always asked" if with_reference else "",
+        "accuracy_record_unjudged = true" if settings.get("accuracy_record_unjudged") else "",
+    ]
+    if said := "; ".join(c for c in contradicted if c):
+        out.problems.append(f"the transcript says the accuracy items were not asked, yet: {said}")
+    else:
+        out.not_judged[PARTS["accuracy"]] = why

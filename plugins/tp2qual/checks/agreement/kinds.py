@@ -6,5 +6,6 @@ WARM = "warm"  # the same prompt decoded again, its prefix now cached
 REFERENCE = "reference"  # the reference's decode, copied with its run
 ACCURACY, REFERENCE_ACCURACY = "accuracy", "reference_accuracy"  # one scored item per line
 STOPPED = "accuracy_stopped"  # asking stopped early: the drop test's outcome was certain
+NOT_ASKED = "accuracy_not_asked"  # no item asked: no drop to judge (tp2qual.accuracy_asked)
 SUMMARY = "summary"
 NEAR_BOUND = "near-bound"  # the prompt that fills the context towards its bound

@@ -3,7 +3,8 @@ re-scored from the reply the engine gave (``item:<id>`` in ``agreement.jsonl``) 
 shipped item's answer, and the early stop recomputed from the re-scored items by the gate's own
 rule (``checks.accuracy.settled``). A ``correct`` the gate wrote and the reply does not bear
 out is a mismatch that names the item; so is a stop where the rule says none, or none where it
-says stop.
+says stop; and so is an item or a stop in a transcript that says none was asked
+(``accuracy_not_asked``: the gate asks either none or from the first).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from functools import cache
 from typing import Any
 
 from tp2qual.checks.accuracy import score, settled
-from tp2qual.checks.agreement import ACCURACY, REFERENCE_ACCURACY, STOPPED
+from tp2qual.checks.agreement import ACCURACY, NOT_ASKED, REFERENCE_ACCURACY, STOPPED
 from tp2qual.evidence.rederive.common import Rederived, finish_of, message_of
 from tp2qual.evidence.reference import PROMPT_SET
 
@@ -104,3 +105,19 @@ def check_stop(
             out.compare(TRANSCRIPT, where, {"after": None}, **want)
         return  # fewer asked and no stop: the gate was cut short, not stopped by the rule
     out.compare(TRANSCRIPT, where, dict(recorded), **want)
+
+
+def check_not_asked(
+    lines: Sequence[Mapping[str, Any]], exchanges: Mapping[str, Any], out: Rederived
+) -> None:
+    """A transcript that says no item was asked holds no item and no stop, and no item's
+    exchange (``item:<id>``) is among its raw exchanges either."""
+    if not any(line.get("kind") == NOT_ASKED for line in lines):
+        return
+    where = f"{TRANSCRIPT} {NOT_ASKED}"
+    asked = [str(r.get("id", r.get("kind"))) for r in lines if r.get("kind") in (ACCURACY, STOPPED)]
+    if asked:
+        out.compare(TRANSCRIPT, where, {"lines asked": asked}, **{"lines asked": []})
+    sent = [tag for tag in exchanges if tag.startswith("item:")]
+    if sent:
+        out.compare(EXCHANGES, where, {"items exchanged": sent}, **{"items exchanged": []})

@@ -6,7 +6,8 @@ in ``agreement.jsonl``); each is parsed again from that exchange's raw response
 (``checks.agreement.rows``), so a line the gate wrote about itself and the engine never said is
 a mismatch. The reference's lines were copied from its own run, with their run named; the
 summary's claims are compared with ``evaluate`` of the lines. Accuracy items are re-scored
-from their replies and the early stop recomputed (``accuracy_items``).
+from their replies and the early stop recomputed (``accuracy_items``); where the transcript says
+none was asked, none may be there.
 
 A gate cut short (a request timed out or failed part-way through its prompts) wrote no summary:
 the lines it did write are parsed again as ever, nothing is judged from a summary that is not
@@ -23,7 +24,7 @@ from tp2qual.checks.agreement import OWN, REREAD, SUMMARY, WARM
 from tp2qual.checks.agreement.evaluate import evaluate
 from tp2qual.checks.agreement.rows import answer_rows, decode_rows, reread_rows
 from tp2qual.checks.verdict import Verdict
-from tp2qual.evidence.rederive.accuracy_items import check_stop, rescore
+from tp2qual.evidence.rederive.accuracy_items import check_not_asked, check_stop, rescore
 from tp2qual.evidence.rederive.common import GateRun, Rederived, by_tag
 
 TRANSCRIPT, EXCHANGES = "agreement_transcript.jsonl", "agreement.jsonl"
@@ -44,6 +45,7 @@ def agreement(run: GateRun) -> Rederived:
             _reparse(line, exchanges.get(str(line.get("tag"))), out)
     body = rescore(body, exchanges, out)  # accuracy items judged from their replies
     check_stop(body, run.settings, out)
+    check_not_asked(body, exchanges, out)  # none asked: no item line, stop or exchange
     if summary is None:  # stopped before judging: never re-derived as passed
         out.cut = cut_at(raw)
         out.rows[TRANSCRIPT] = body
