@@ -116,7 +116,8 @@ GATE_DEFAULTS: dict[str, dict[str, Any]] = {
         # Warm against cold (the same prompt decoded again, its prefix cached): the largest
         # |Δ logprob| over the common prefix. Its own bound, sized on the healthy serves here at
         # about 2x their worst: 0.186 (llama-cpp-python's prompt cache), 0 on vLLM CPU (five
-        # runs each, docs/agreement.md "Healthy spread"). It was the self p99 (1.0) before.
+        # runs each), 9e-06 on SGLang CPU (docs/agreement.md "Healthy spread"). It was the self
+        # p99 (1.0) before.
         "warm_max_abs_delta_logprob": 0.4,
         # Sized on the healthy pairs on record (worst of TP2-vs-TP1 vLLM CPU and docker-vs-local
         # llama.cpp: mean 0.031, p99 0.172, top-1 0.976, KL 0.0012) with about 2x room; each
