@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from tp2qual.accuracy_asked import items_asked
+from tp2qual.accuracy_asked import ItemsAsked, items_asked
 from tp2qual.agreement_plan import agreement_lines
 from tp2qual.budget import DEFAULT_FLOOR_TOK_S
 from tp2qual.candidate import Candidate
@@ -102,7 +102,7 @@ def plan_sections(
         Section("time at the dated rates", tuple(estimate_for(candidate, others, peers).lines())),
         Section(
             "largest requests, their deadlines (rehearsal)",
-            tuple(rehearsal_lines(candidate, peers)),
+            tuple(rehearsal_lines(candidate, asked)),
         ),
         Section("preflight checks (gate 00)", tuple(preflight_lines(candidate, launch))),
         Section("settings said out loud", tuple(settings_lines(candidate, launch, peers))),
@@ -306,11 +306,11 @@ def _load(candidate: Candidate) -> Rate:
     return Rate(size.gib / rate, f"{size.gib:.1f} GiB at {rate:g} GiB/s ({source})")
 
 
-def rehearsal_lines(candidate: Candidate, catalogue: Sequence[Candidate]) -> list[str]:
+def rehearsal_lines(candidate: Candidate, asked: ItemsAsked) -> list[str]:
     """Per gate, its largest request, the deadline the suite gives it and the prefill rate
     that deadline assumes; a request the suite itself would fail, named (``tp2qual.rehearsal``;
-    gate 07's items where ``tp2qual.accuracy_asked`` asks them over ``catalogue``)."""
-    return rehearsal_plan_lines(rehearse(candidate, _shipped(), items_asked(candidate, catalogue)))
+    gate 07's items where ``asked``, ``tp2qual.accuracy_asked``'s answer, says they are)."""
+    return rehearsal_plan_lines(rehearse(candidate, _shipped(), asked))
 
 
 @cache
